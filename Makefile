@@ -1,0 +1,25 @@
+# Two commands matter: `make demo` and `make test`. Each installs what it needs first.
+SHELL := /bin/bash
+UV ?= $(shell command -v uv 2>/dev/null || echo "python3 -m uv")
+PY_SRC := libs/clearance/src libs/kubesim/src services/watcher/src services/tracker/src services/dispatcher/src
+
+.PHONY: install test lint schemas demo bench
+
+## install: install uv from PyPI if missing, then the locked workspace into .venv
+install:
+	@command -v uv >/dev/null 2>&1 || python3 -m uv --version >/dev/null 2>&1 || python3 -m pip install --quiet --disable-pip-version-check uv
+	@$(UV) sync --all-packages --frozen --quiet
+
+## test: the whole pytest suite against a real nats-server and kubesim
+test: install
+	@$(UV) run --frozen --no-sync pytest $(PYTEST_ARGS)
+
+## lint: ruff and mypy --strict on libs and services
+lint: install
+	$(UV) run --frozen --no-sync ruff check .
+	$(UV) run --frozen --no-sync ruff format --check .
+	$(UV) run --frozen --no-sync mypy $(PY_SRC)
+
+## schemas: regenerate proto/ (JSON Schema + AsyncAPI) from the event classes
+schemas: install
+	$(UV) run --frozen --no-sync python -m clearance.catalog proto

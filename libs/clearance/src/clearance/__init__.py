@@ -1,0 +1,1 @@
+"""Clearance shared runtime: the event contract, the NATS bus, telemetry and settings."""

@@ -1,0 +1,1 @@
+"""kubesim: a Kubernetes API simulator with a fake cluster and fault injection."""

@@ -1,0 +1,1 @@
+"""Clearance tracker service (built by its own issue; nothing runs here yet)."""

@@ -1,0 +1,1 @@
+"""Clearance watcher service (built by its own issue; nothing runs here yet)."""
