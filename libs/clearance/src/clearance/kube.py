@@ -275,6 +275,19 @@ class Kube:
     ) -> bytes:
         return await self.request("POST", resource.path(namespace=namespace), body=dict(body))
 
+    async def replace(
+        self,
+        resource: Resource,
+        name: str,
+        body: Mapping[str, Any],
+        *,
+        namespace: str | None = None,
+    ) -> bytes:
+        """PUT: optimistic concurrency through ``metadata.resourceVersion`` in ``body``."""
+        return await self.request(
+            "PUT", resource.path(namespace=namespace, name=name), body=dict(body)
+        )
+
     async def patch(
         self,
         resource: Resource,
