@@ -1,0 +1,123 @@
+"""The ``clearance`` command: tools for people around the services.
+
+``clearance events`` tails cycle events or alerts (see :mod:`clearance.tailing`).
+NATS connection settings come from the same ``CLEARANCE_*`` variables as the services.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import signal
+import sys
+from collections.abc import Sequence
+from datetime import timedelta
+
+from clearance.settings import CommonSettings, SettingsError, parse_duration
+
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+
+
+def _duration(text: str) -> timedelta:
+    try:
+        return timedelta(seconds=parse_duration(text))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a duration like 30s, 5m, 1h") from exc
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="clearance",
+        description="Clearance: requeue cycles of AppWrappers that wait for confirmed deletion.",
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    events = commands.add_parser(
+        "events",
+        help="tail cycle events or alerts from NATS",
+        description=(
+            "Tail Clearance's cycle events (default) or alerts from NATS JetStream. Output is "
+            "one readable line per event, or with --json the event itself, one JSON object per "
+            "line (schema: proto/events.schema.json). Connection settings come from "
+            "CLEARANCE_NATS_URL (default nats://127.0.0.1:4222), CLEARANCE_NATS_CREDS, "
+            "CLEARANCE_NATS_USER/_PASSWORD and CLEARANCE_NATS_TLS_*."
+        ),
+        epilog=(
+            "examples:\n"
+            "  clearance events --alerts                     follow new alerts\n"
+            "  clearance events -n team-a --since 1h         cycle events of the last hour\n"
+            "  clearance events --alerts --json | ./pager    feed a webhook, one JSON per line\n"
+            "  clearance events --since 24h --no-follow      print and exit"
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    events.add_argument("--alerts", action="store_true", help="tail alerts instead of cycles")
+    events.add_argument("-n", "--namespace", help="only this namespace")
+    events.add_argument("-a", "--appwrapper", help="only this AppWrapper (name)")
+    events.add_argument("--json", action="store_true", help="one JSON event per line")
+    events.add_argument(
+        "--since",
+        type=_duration,
+        help="replay stored events this far back first (e.g. 30s, 10m, 2h)",
+    )
+    events.add_argument(
+        "--no-follow",
+        dest="follow",
+        action="store_false",
+        help="print stored events and exit instead of following new ones",
+    )
+
+    return parser
+
+
+async def _run_events(args: argparse.Namespace) -> int:
+    from clearance import bus
+    from clearance.tailing import TailRequest, tail
+
+    settings = CommonSettings.from_env()
+    request = TailRequest(
+        alerts=args.alerts,
+        namespace=args.namespace,
+        appwrapper=args.appwrapper,
+        since=args.since,
+        follow=args.follow,
+    )
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    nc = await bus.connect(settings, name="clearance-events", first_connect_timeout=5.0)
+    try:
+
+        def emit(line: str) -> None:
+            print(line, flush=True)
+
+        await tail(nc, request, emit=emit, as_json=args.json, stop=stop)
+    finally:
+        with contextlib.suppress(Exception):
+            await nc.drain()
+    return EXIT_OK
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    # Connection retries are logged as warnings by the bus; a CLI reports the outcome once.
+    logging.basicConfig(level=logging.ERROR, format="%(message)s")
+    try:
+        return asyncio.run(_run_events(args))
+    except SettingsError as exc:
+        print(f"clearance: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:  # the CLI's boundary: one clear line, never a traceback
+        print(f"clearance {args.command}: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return EXIT_FAILURE
+
+
+if __name__ == "__main__":
+    sys.exit(main())
