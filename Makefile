@@ -20,6 +20,10 @@ lint: install
 	$(UV) run --frozen --no-sync ruff format --check .
 	$(UV) run --frozen --no-sync mypy $(PY_SRC)
 
+## demo: the seed scenario end to end on embedded NATS + kubesim, narrated
+demo: install
+	@$(UV) run --frozen --no-sync clearance demo
+
 ## schemas: regenerate proto/ (JSON Schema + AsyncAPI) from the event classes
 schemas: install
 	$(UV) run --frozen --no-sync python -m clearance.catalog proto

@@ -594,9 +594,9 @@ async def publish(
                 last = exc
                 reason = "no_stream"
                 await _reprovision_for(js, subject, streams, metrics)
-            except (nats.errors.TimeoutError, nats.js.errors.ServiceUnavailableError) as exc:
+            except (TimeoutError, nats.js.errors.ServiceUnavailableError) as exc:
                 last = exc
-                reason = "timeout" if isinstance(exc, nats.errors.TimeoutError) else "unavailable"
+                reason = "timeout" if isinstance(exc, TimeoutError) else "unavailable"
             except (
                 nats.errors.ConnectionReconnectingError,
                 nats.errors.OutboundBufferLimitError,
@@ -885,7 +885,9 @@ class Consumer(Generic[T]):
                 continue
             try:
                 msgs = await sub.fetch(batch=free, timeout=self.fetch_timeout)
-            except nats.errors.TimeoutError:
+            except TimeoutError:
+                # nats-py raises its own TimeoutError or a bare asyncio one (a subclass of
+                # the builtin) when a fetch finds nothing: not a failure.
                 failures = 0
                 continue  # nothing to do (or disconnected: the client reconnects)
             except (

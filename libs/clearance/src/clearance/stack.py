@@ -12,6 +12,7 @@ library keeps no dependency on the simulator.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import subprocess
@@ -194,12 +195,15 @@ class LocalStack:
         return result.stdout
 
     async def stop(self) -> None:
-        for process in reversed(list(self.services.values())):
+        # Waiting happens in threads: the trace receiver lives on this event loop and the
+        # services flush their last spans to it while they shut down.
+        async def terminate(process: ServiceProcess) -> None:
             with contextlib.suppress(Exception):
-                process.terminate(timeout=10)
+                await asyncio.to_thread(process.terminate, timeout=10)
+
+        await asyncio.gather(*(terminate(p) for p in self.services.values()))
         if self.kubesim is not None:
-            with contextlib.suppress(Exception):
-                self.kubesim.terminate(timeout=10)
+            await terminate(self.kubesim)
         if self.nats is not None:
             with contextlib.suppress(Exception):
                 await self.nats.astop()

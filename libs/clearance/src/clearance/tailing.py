@@ -124,8 +124,12 @@ def _details(event: events.CycleEvent | events.AlertEvent) -> str:
             return f"redispatched after a {pause:.0f}s pause"
         case CycleFailed(reason=reason, message=message):
             return f"{reason}: {message}" if message else reason
-        case AlertDeletionStuck(summary=summary, stuck=stuck):
-            return f"{summary} — " + " | ".join(_stuck(s) for s in stuck)
+        case AlertDeletionStuck(stuck=stuck, elapsed_seconds=elapsed, step=step):
+            # Rendered from the structured diagnosis, whatever wording the producer chose.
+            return (
+                f"{len(stuck)} object(s) left {elapsed:.0f}s into the teardown "
+                f"[{step.replace('_', ' ')}]: " + " | ".join(_stuck(s) for s in stuck)
+            )
         case AlertNodeLost(summary=summary) | AlertRequeueLimit(summary=summary):
             return summary
         case AlertDispatchFailed(summary=summary) | AlertDeletionForced(summary=summary):

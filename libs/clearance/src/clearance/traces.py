@@ -161,6 +161,12 @@ def waterfall(spans: Iterable[ReceivedSpan], *, width: int = 40) -> str:
         children[parent].append(span)
 
     lines: list[str] = []
+    depth_of: dict[str, int] = {}
+    for span in ordered:
+        parent = span.parent_span_id if span.parent_span_id in ids else None
+        depth_of[span.span_id] = 0 if parent is None else depth_of.get(parent, 0) + 1
+    label_width = min(64, max(2 * depth_of[s.span_id] + len(s.name) for s in ordered))
+    service_width = max(len(s.service) for s in ordered)
 
     def render(span: ReceivedSpan, depth: int) -> None:
         left = int((span.start_ns - start) / total * width)
@@ -169,8 +175,8 @@ def waterfall(spans: Iterable[ReceivedSpan], *, width: int = 40) -> str:
         label = f"{'  ' * depth}{span.name}"
         links = f"  (+{len(span.links)} links)" if span.links else ""
         lines.append(
-            f"{label:<34.34} {span.service:<22.22} |{bar:<{width}}| "
-            f"{_seconds(span.end_ns - span.start_ns):>8}{links}"
+            f"{label:<{label_width}.{label_width}} {span.service:<{service_width}} "
+            f"|{bar:<{width}}| {_seconds(span.end_ns - span.start_ns):>8}{links}"
         )
         for child in children.get(span.span_id, []):
             render(child, depth + 1)
