@@ -38,7 +38,7 @@ SETTINGS: dict[str, type[CommonSettings]] = {
 OTHER_VARIABLES = frozenset(
     {"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_SERVICE_NAME", "OTEL_RESOURCE_ATTRIBUTES"}
 )
-PENDING = "CLEARANCE_STREAM_REPLICAS"  # docs/NEEDS.md "## deploy": the bus does not read it yet
+STREAM_REPLICAS = "CLEARANCE_STREAM_REPLICAS"
 TEARDOWN_POLICY = (
     "CLEARANCE_STUCK_ALERT_TIME",
     "CLEARANCE_FORCE_DELETION_TIME",
@@ -71,21 +71,14 @@ def service_port(objs: list[Obj], name: str, port: int) -> Obj:
     return result
 
 
-def pending_setting_is_tracked() -> bool:
-    needs = (REPO / "docs" / "NEEDS.md").read_text()
-    return PENDING in needs.split("## deploy", 1)[-1]
-
-
 @pytest.mark.parametrize("overlay", OVERLAYS)
 @pytest.mark.parametrize("service", SERVICES)
 def test_deployment_env_is_read_by_the_service_settings(overlay: str, service: str) -> None:
     objs = with_operator_secret(render(f"overlays/{overlay}"))
     env = container_environment(objs, one(objs, "Deployment", f"clearance-{service}"))
     known = settings_fields(service)
-    unknown = {k for k in env if k.startswith("CLEARANCE_") and k not in known} - {PENDING}
+    unknown = {k for k in env if k.startswith("CLEARANCE_") and k not in known}
     assert not unknown, f"set but read by no setting of clearance-{service}: {unknown}"
-    if PENDING in env and PENDING not in known:
-        assert pending_setting_is_tracked(), f"{PENDING} is neither a setting nor in NEEDS.md"
     others = {k for k in env if not k.startswith("CLEARANCE_")} - OTHER_VARIABLES
     assert others <= {"POD_NAME", "POD_NAMESPACE"}
     settings = SETTINGS[service].from_env(env)
@@ -139,9 +132,8 @@ def test_prod_asks_for_as_many_stream_replicas_as_nats_nodes() -> None:
     [nats] = [o for o in objs if o["kind"] == "StatefulSet"]
     for service in SERVICES:
         env = container_environment(objs, one(objs, "Deployment", f"clearance-{service}"))
-        assert int(env[PENDING]) == nats["spec"]["replicas"] == 3
-    if PENDING not in {CommonSettings.env_name(f.name) for f in dataclasses.fields(CommonSettings)}:
-        assert pending_setting_is_tracked()
+        assert int(env[STREAM_REPLICAS]) == nats["spec"]["replicas"] == 3
+        assert SETTINGS[service].from_env(env).stream_replicas == 3
 
 
 def test_every_namespaced_object_lives_in_the_clearance_namespace() -> None:

@@ -105,6 +105,7 @@ class InformerStats:
     watch_restarts: int = 0
     tombstones: int = 0
     events: int = 0
+    undecodable: int = 0
 
 
 @dataclass
@@ -173,7 +174,16 @@ class Informer:
                             extra={"resource": self.resource.plural, "error": str(error)},
                         )
                         return
-                    meta = meta_of(line.object)
+                    try:
+                        meta = meta_of(line.object)
+                    except msgspec.DecodeError as exc:
+                        # One malformed object must not stall the stream: skip it, loudly.
+                        self.stats.undecodable += 1
+                        log.error(
+                            "watch event with undecodable metadata skipped",
+                            extra={"resource": self.resource.plural, "error": str(exc)},
+                        )
+                        continue
                     if meta.resourceVersion:
                         resource_version = meta.resourceVersion
                     if line.type == "BOOKMARK":
