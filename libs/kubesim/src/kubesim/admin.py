@@ -1,0 +1,141 @@
+"""Fault injection and inspection under `/kubesim/v1/` (API-server side).
+
+* `POST /kubesim/v1/fail` `{"path": regex, "code": int|null, "count": int|null, "latency": s,
+  "method": str|null}`: matching requests wait `latency` seconds, then (if `code`) answer a
+  Status with that code; `count` null = until cleared. `DELETE /kubesim/v1/fail` clears.
+* `POST /kubesim/v1/drop-watches`: closes every open watch (clients see EOF).
+* `POST /kubesim/v1/compact`: forgets the change ring; older resourceVersions answer 410.
+* `GET /kubesim/v1/history?since=RV&limit=N&kind=K&namespace=NS&name=N`: the ordered change
+  log `{rv,type,kind,group,resource,namespace,name,uid}`. It is a separate bounded audit log,
+  so it survives compaction (tests compare consumer output with what really happened).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from aiohttp import web
+
+from kubesim.statuses import ApiError, injected
+from kubesim.store import Store
+
+
+@dataclass(slots=True)
+class FailureRule:
+    path: re.Pattern[str]
+    code: int | None
+    remaining: int | None
+    latency: float
+    method: str | None
+
+    def matches(self, method: str, path: str) -> bool:
+        if self.method and self.method.upper() != method.upper():
+            return False
+        return bool(self.path.search(path))
+
+
+class FaultInjector:
+    """The active failure rules; consulted by the API server for every request."""
+
+    def __init__(self) -> None:
+        self.rules: list[FailureRule] = []
+
+    def add(self, spec: dict[str, Any]) -> FailureRule:
+        try:
+            pattern = re.compile(str(spec.get("path", ".*")))
+        except re.error as exc:
+            raise ApiError(400, "BadRequest", f"invalid path regex: {exc}") from exc
+        code = spec.get("code")
+        count = spec.get("count")
+        rule = FailureRule(
+            path=pattern,
+            code=int(code) if code is not None else None,
+            remaining=int(count) if count is not None else None,
+            latency=float(spec.get("latency") or 0.0),
+            method=spec.get("method"),
+        )
+        self.rules.append(rule)
+        return rule
+
+    def clear(self) -> None:
+        self.rules.clear()
+
+    def match(self, method: str, path: str) -> FailureRule | None:
+        for rule in list(self.rules):
+            if rule.matches(method, path):
+                if rule.remaining is not None:
+                    rule.remaining -= 1
+                    if rule.remaining <= 0:
+                        self.rules.remove(rule)
+                return rule
+        return None
+
+    @staticmethod
+    def error_for(rule: FailureRule) -> ApiError | None:
+        if rule.code is None:
+            return None
+        return injected(rule.code, f"kubesim injected failure ({rule.code})")
+
+
+def history_entries(store: Store, query: dict[str, str]) -> list[dict[str, Any]]:
+    since = int(query.get("since") or 0)
+    kind = query.get("kind")
+    namespace = query.get("namespace")
+    name = query.get("name")
+    resource = query.get("resource")
+    out: list[dict[str, Any]] = []
+    for e in store.audit:
+        if e.rev <= since:
+            continue
+        if kind and e.kind != kind:
+            continue
+        if resource and e.resource != resource:
+            continue
+        if namespace is not None and e.namespace != namespace:
+            continue
+        if name and e.name != name:
+            continue
+        out.append(
+            {
+                "rv": str(e.rev),
+                "type": e.type,
+                "kind": e.kind,
+                "group": e.group,
+                "resource": e.resource,
+                "namespace": e.namespace,
+                "name": e.name,
+                "uid": e.uid,
+            }
+        )
+    limit = int(query.get("limit") or 0)
+    return out[-limit:] if limit else out
+
+
+def add_admin_routes(app: web.Application, *, store: Store, faults: FaultInjector) -> None:
+    async def post_fail(request: web.Request) -> web.Response:
+        body = await request.json()
+        faults.add(body if isinstance(body, dict) else {})
+        return web.json_response({"rules": len(faults.rules)})
+
+    async def delete_fail(request: web.Request) -> web.Response:
+        faults.clear()
+        return web.json_response({"rules": 0})
+
+    async def drop_watches(request: web.Request) -> web.Response:
+        return web.json_response({"dropped": store.close_watchers()})
+
+    async def compact(request: web.Request) -> web.Response:
+        store.compact()
+        return web.json_response({"resourceVersion": str(store.rev)})
+
+    async def history(request: web.Request) -> web.Response:
+        entries = history_entries(store, dict(request.query))
+        return web.json_response({"resourceVersion": str(store.rev), "items": entries})
+
+    app.router.add_post("/kubesim/v1/fail", post_fail)
+    app.router.add_delete("/kubesim/v1/fail", delete_fail)
+    app.router.add_post("/kubesim/v1/drop-watches", drop_watches)
+    app.router.add_post("/kubesim/v1/compact", compact)
+    app.router.add_get("/kubesim/v1/history", history)

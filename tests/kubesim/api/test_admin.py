@@ -1,0 +1,66 @@
+"""Fault injection and inspection under /kubesim/v1/ (DESIGN §9)."""
+
+from __future__ import annotations
+
+import time
+
+import aiohttp
+from api_support import api_error
+from kubernetes_asyncio import client as k8s
+
+
+async def test_injected_failure_answers_status_with_code_for_count_requests(
+    http: aiohttp.ClientSession, core_api: k8s.CoreV1Api, ns: str
+) -> None:
+    await http.post(
+        "/kubesim/v1/fail", json={"path": "/configmaps$", "code": 503, "count": 2, "method": "GET"}
+    )
+    for _ in range(2):
+        code, status = await api_error(core_api.list_namespaced_config_map(ns))
+        assert code == 503
+        assert (
+            status["kind"] == "Status"
+            and status["reason"] == "ServiceUnavailable"
+            and status["code"] == 503
+        )
+    await core_api.list_namespaced_config_map(ns)
+    await core_api.create_namespaced_config_map(ns, {"metadata": {"name": "c"}})
+
+
+async def test_injected_failure_until_cleared_and_latency(
+    http: aiohttp.ClientSession, core_api: k8s.CoreV1Api, ns: str
+) -> None:
+    await http.post("/kubesim/v1/fail", json={"path": "configmaps", "code": 500, "count": None})
+    for _ in range(3):
+        code, _ = await api_error(core_api.list_namespaced_config_map(ns))
+        assert code == 500
+    await http.delete("/kubesim/v1/fail")
+    await http.post("/kubesim/v1/fail", json={"path": "configmaps", "latency": 0.3, "count": 1})
+    start = time.monotonic()
+    await core_api.list_namespaced_config_map(ns)
+    assert time.monotonic() - start >= 0.3
+
+
+async def test_history_lists_changes_and_survives_compaction(
+    http: aiohttp.ClientSession, core_api: k8s.CoreV1Api, ns: str
+) -> None:
+    cm = await core_api.create_namespaced_config_map(ns, {"metadata": {"name": "c"}})
+    await core_api.delete_namespaced_config_map("c", ns)
+    await http.post("/kubesim/v1/compact")
+    doc = await (await http.get(f"/kubesim/v1/history?namespace={ns}&kind=ConfigMap")).json()
+    assert [(e["type"], e["name"], e["uid"]) for e in doc["items"]] == [
+        ("ADDED", "c", cm.metadata.uid),
+        ("DELETED", "c", cm.metadata.uid),
+    ]
+    revs = [int(e["rv"]) for e in doc["items"]]
+    assert revs == sorted(revs)
+
+
+def test_write_kubeconfig_is_usable(kubeconfig: object) -> None:
+    from pathlib import Path
+
+    import yaml
+
+    cfg = yaml.safe_load(Path(str(kubeconfig)).read_text())
+    assert cfg["current-context"] == "kubesim"
+    assert cfg["clusters"][0]["cluster"]["server"].startswith("http://127.0.0.1:")

@@ -1,0 +1,94 @@
+"""Helpers for the fake-cluster tests (imported by conftest and the test modules)."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from kubesim.cluster import ClusterConfig
+
+T = TypeVar("T")
+
+FAST = ClusterConfig(
+    nodes=2,
+    node_monitor_grace=1.0,
+    node_monitor_period=0.2,
+    default_toleration=1.0,
+    pod_start_delay=0.1,
+    pod_run_time=0.3,
+    kubelet_termination_delay=0.2,
+    heartbeat_interval=0.1,
+    podgc_period=0.2,
+    podgc_quarantine=0.5,
+    scheduler_retry=0.2,
+)
+
+
+async def eventually(
+    probe: Callable[[], Awaitable[T]],
+    *,
+    timeout: float = 10.0,
+    interval: float = 0.05,
+    what: str = "condition",
+) -> T:
+    """Poll `probe` until it returns a truthy value; fail with the last value after `timeout`."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while True:
+        last = await probe()
+        if last:
+            return last
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} not reached within {timeout}s; last value: {last!r}")
+        await asyncio.sleep(interval)
+
+
+def kubesim_command() -> list[str]:
+    """The installed `kubesim` console script (the real CLI entry point)."""
+    script = Path(sys.executable).with_name("kubesim")
+    if script.exists():
+        return [str(script)]
+    found = shutil.which("kubesim")
+    return [found] if found else [sys.executable, "-m", "kubesim.cli"]
+
+
+def kubectl_path() -> str | None:
+    return shutil.which("kubectl") or (
+        "/usr/bin/kubectl" if Path("/usr/bin/kubectl").exists() else None
+    )
+
+
+def pod_manifest(
+    name: str,
+    *,
+    cpu: str | None = None,
+    tolerations: list[dict[str, Any]] | None = None,
+    grace: int | None = None,
+    finalizers: list[str] | None = None,
+    node_selector: dict[str, str] | None = None,
+    annotations: dict[str, str] | None = None,
+    restart_policy: str | None = None,
+) -> dict[str, Any]:
+    container: dict[str, Any] = {"name": "main", "image": "busybox:1.36"}
+    if cpu:
+        container["resources"] = {"requests": {"cpu": cpu}}
+    spec: dict[str, Any] = {"containers": [container]}
+    if tolerations is not None:
+        spec["tolerations"] = tolerations
+    if grace is not None:
+        spec["terminationGracePeriodSeconds"] = grace
+    if node_selector:
+        spec["nodeSelector"] = node_selector
+    if restart_policy:
+        spec["restartPolicy"] = restart_policy
+    meta: dict[str, Any] = {"name": name}
+    if finalizers:
+        meta["finalizers"] = finalizers
+    if annotations:
+        meta["annotations"] = annotations
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
