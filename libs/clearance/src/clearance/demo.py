@@ -220,8 +220,8 @@ def _metrics_summary(stack: LocalStack) -> list[str]:
         "clearance_objects_stuck ",
         "clearance_teardown_duration_seconds_sum",
         "clearance_tracker_confirmations_total",
-        "clearance_watcher_events_total",
         "clearance_watcher_tombstones_total",
+        "clearance_watcher_relists_total",
     )
     lines: list[str] = []
     for name, process in stack.services.items():
