@@ -1,1 +1,1 @@
-"""Clearance tracker service (built by its own issue; nothing runs here yet)."""
+"""Clearance deletion tracker: confirms teardowns by UID, escalates, emits `cleared`."""

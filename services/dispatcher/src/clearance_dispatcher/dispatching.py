@@ -1,0 +1,307 @@
+"""Creating (and deleting) the generic items of one attempt, idempotently.
+
+* :func:`build_object` (pure) turns a generic template into the object to create: the
+  AppWrapper's namespace, the four labels of DESIGN §1 on the object **and on every pod
+  template inside it** (so the pods a controller creates carry the attempt too), and an
+  ownerReference to the AppWrapper (garbage collection when the AppWrapper is deleted).
+* :func:`create_items` is idempotent per (AppWrapper UID, attempt): ``409 AlreadyExists`` for
+  an object that carries *this* attempt's label and owner means "done before a crash"; an
+  object of another attempt (or someone else's) under that name is :class:`Blocked`, never
+  overwritten.
+* :class:`Discovery` maps apiVersion+kind to the REST resource through the API's discovery
+  documents; a kind the API does not serve is reported, not guessed.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+import msgspec
+
+from clearance import labels
+from clearance.events import ObjectRef
+from clearance.kube import Kube, KubeError, Resource
+from clearance_dispatcher.appwrapper import AppWrapperSpec, GenericItem
+
+log = logging.getLogger(__name__)
+
+PERMANENT_CODES: Final = frozenset({400, 403, 404, 405, 415, 422})
+"""Creation errors retrying cannot fix (bad object, forbidden, namespace missing)."""
+
+
+# ----------------------------------------------------------------------------- discovery
+
+
+class _ApiResource(msgspec.Struct):
+    name: str
+    kind: str = ""
+    namespaced: bool = True
+
+
+class _ResourceList(msgspec.Struct):
+    resources: list[_ApiResource] = msgspec.field(default_factory=list)
+
+
+_RESOURCE_LIST: Final = msgspec.json.Decoder(_ResourceList)
+
+
+class UnknownKind(Exception):
+    """The API server does not serve this apiVersion/kind."""
+
+
+class Discovery:
+    """apiVersion/kind → :class:`Resource`, cached per group-version for ``ttl`` seconds."""
+
+    def __init__(self, kube: Kube, *, ttl: float = 30.0) -> None:
+        self.kube = kube
+        self.ttl = ttl
+        self._cache: dict[str, tuple[float, dict[str, Resource]]] = {}
+
+    async def resolve(self, api_version: str, kind: str) -> Resource:
+        """The resource serving ``kind``; :class:`UnknownKind` when not served; KubeError else."""
+        kinds = await self._group_version(api_version)
+        resource = kinds.get(kind)
+        if resource is None:
+            raise UnknownKind(f"the API server does not serve kind {kind} in {api_version}")
+        return resource
+
+    async def _group_version(self, api_version: str) -> dict[str, Resource]:
+        now = time.monotonic()
+        cached = self._cache.get(api_version)
+        if cached is not None and now - cached[0] < self.ttl:
+            return cached[1]
+        group, _, version = api_version.rpartition("/")
+        path = f"/apis/{group}/{version}" if group else f"/api/{version}"
+        try:
+            data = await self.kube.request("GET", path)
+        except KubeError as exc:
+            if exc.code == 404:
+                kinds: dict[str, Resource] = {}
+                self._cache[api_version] = (now, kinds)
+                return kinds
+            raise
+        kinds = {}
+        for entry in _RESOURCE_LIST.decode(data).resources:
+            if "/" in entry.name or not entry.kind:
+                continue  # subresources
+            kinds[entry.kind] = Resource(group, version, entry.name, entry.kind, entry.namespaced)
+        self._cache[api_version] = (now, kinds)
+        return kinds
+
+
+# ------------------------------------------------------------------------------ objects
+
+
+def owner_reference(aw_api_version: str, spec: AppWrapperSpec) -> dict[str, Any]:
+    return {
+        "apiVersion": aw_api_version,
+        "kind": "AppWrapper",
+        "name": spec.name,
+        "uid": spec.uid,
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def _stamp_templates(node: Any, stamp: Mapping[str, str]) -> None:
+    """Label every pod template (`template: {metadata, spec}`) nested anywhere in ``node``."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key == "template" and isinstance(value, dict) and "spec" in value:
+                meta = value.setdefault("metadata", {})
+                if isinstance(meta, dict):
+                    meta["labels"] = {**(meta.get("labels") or {}), **stamp}
+            _stamp_templates(value, stamp)
+    elif isinstance(node, list):
+        for value in node:
+            _stamp_templates(value, stamp)
+
+
+def build_object(
+    item: GenericItem, spec: AppWrapperSpec, *, attempt: int, aw_api_version: str
+) -> dict[str, Any]:
+    """The object to create for ``item`` in ``attempt`` (the template is not modified)."""
+    obj = copy.deepcopy(item.template)
+    meta = obj.setdefault("metadata", {})
+    for server_field in ("resourceVersion", "uid", "creationTimestamp", "generation"):
+        meta.pop(server_field, None)
+    meta["namespace"] = spec.namespace
+    stamp = labels.stamp(appwrapper=spec.name, namespace=spec.namespace, attempt=attempt)
+    meta["labels"] = {**(meta.get("labels") or {}), **stamp}
+    owners = [o for o in meta.get("ownerReferences") or [] if o.get("uid") != spec.uid]
+    owners.append(owner_reference(aw_api_version, spec))
+    meta["ownerReferences"] = owners
+    _stamp_templates(obj.get("spec"), stamp)
+    obj.pop("status", None)
+    return obj
+
+
+# ----------------------------------------------------------------------------- outcomes
+
+
+@dataclass(frozen=True, slots=True)
+class Created:
+    refs: tuple[ObjectRef, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Blocked:
+    """An object of another attempt (or not ours) holds a name; wait for it to go."""
+
+    item: GenericItem
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class PermanentFailure:
+    item: GenericItem
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class TransientFailure:
+    item: GenericItem
+    message: str
+
+
+CreateOutcome = Created | Blocked | PermanentFailure | TransientFailure
+
+
+class _Meta(msgspec.Struct):
+    name: str = ""
+    uid: str = ""
+    labels: dict[str, str] = msgspec.field(default_factory=dict)
+    deletionTimestamp: str | None = None  # Kubernetes wire name
+    ownerReferences: list[dict[str, Any]] = msgspec.field(default_factory=list)
+
+
+class _Obj(msgspec.Struct):
+    metadata: _Meta = msgspec.field(default_factory=_Meta)
+
+
+_OBJ: Final = msgspec.json.Decoder(_Obj)
+
+
+def _ref(resource: Resource, namespace: str, meta: _Meta) -> ObjectRef:
+    return ObjectRef(
+        kind=resource.kind,
+        api_version=resource.api_version,
+        namespace=namespace if resource.namespaced else None,
+        name=meta.name,
+        uid=meta.uid,
+    )
+
+
+def ours(
+    meta_labels: Mapping[str, str], owners: list[dict[str, Any]], *, uid: str, attempt: int
+) -> bool:
+    return labels.attempt_of(dict(meta_labels)) == attempt and any(
+        o.get("uid") == uid for o in owners
+    )
+
+
+async def create_items(
+    kube: Kube,
+    discovery: Discovery,
+    spec: AppWrapperSpec,
+    *,
+    attempt: int,
+    aw_api_version: str,
+) -> CreateOutcome:
+    """Create every item of ``attempt``; stop at the first item that cannot be created."""
+    refs: list[ObjectRef] = []
+    for item in spec.items:
+        try:
+            resource = await discovery.resolve(item.api_version, item.kind)
+        except UnknownKind as exc:
+            return PermanentFailure(item, "UnknownKind", str(exc))
+        except KubeError as exc:
+            return TransientFailure(item, f"discovery of {item.api_version} failed: {exc}")
+        body = build_object(item, spec, attempt=attempt, aw_api_version=aw_api_version)
+        namespace = spec.namespace if resource.namespaced else None
+        try:
+            data = await kube.create(resource, body, namespace=namespace)
+        except KubeError as exc:
+            if exc.code == 409:
+                outcome = await _already_there(kube, resource, item, spec, attempt)
+                if isinstance(outcome, ObjectRef):
+                    refs.append(outcome)
+                    continue
+                return outcome
+            what = f"{item.kind} {item.name!r}: {exc.code} {exc.reason}: {exc.message}"
+            if exc.code in PERMANENT_CODES:
+                return PermanentFailure(item, "ItemCreationFailure", what)
+            return TransientFailure(item, what)
+        refs.append(_ref(resource, spec.namespace, _OBJ.decode(data).metadata))
+    return Created(tuple(refs))
+
+
+async def _already_there(
+    kube: Kube, resource: Resource, item: GenericItem, spec: AppWrapperSpec, attempt: int
+) -> ObjectRef | Blocked | TransientFailure:
+    namespace = spec.namespace if resource.namespaced else None
+    try:
+        existing = _OBJ.decode(await kube.get(resource, item.name, namespace=namespace)).metadata
+    except KubeError as exc:
+        # Gone between the 409 and the GET: let the next round create it.
+        return TransientFailure(item, f"{item.kind} {item.name!r} conflicted then: {exc}")
+    if ours(existing.labels, existing.ownerReferences, uid=spec.uid, attempt=attempt) and (
+        existing.deletionTimestamp is None
+    ):
+        return _ref(resource, spec.namespace, existing)
+    old = labels.attempt_of(existing.labels)
+    state = "being deleted" if existing.deletionTimestamp else "present"
+    owner = f"attempt {old}" if old is not None else "an object Clearance did not create"
+    return Blocked(item, f"{item.kind} {item.name!r} of {owner} is still {state}")
+
+
+async def delete_items(
+    kube: Kube, discovery: Discovery, spec: AppWrapperSpec, *, attempt: int | None
+) -> list[ObjectRef]:
+    """Delete the items (Background propagation: batch/v1 would orphan its pods by default).
+
+    Only objects owned by this AppWrapper (ownerReference UID) whose attempt label is
+    ≤ ``attempt`` (any, when None) are deleted, each pinned by a UID precondition; returns
+    what was deleted or found already deleting. 404 counts as gone.
+    """
+    deleted: list[ObjectRef] = []
+    for item in spec.items:
+        try:
+            resource = await discovery.resolve(item.api_version, item.kind)
+        except UnknownKind:
+            continue
+        namespace = spec.namespace if resource.namespaced else None
+        try:
+            meta = _OBJ.decode(await kube.get(resource, item.name, namespace=namespace)).metadata
+        except KubeError as exc:
+            if exc.not_found:
+                continue
+            raise
+        if not any(o.get("uid") == spec.uid for o in meta.ownerReferences):
+            continue
+        found = labels.attempt_of(meta.labels)
+        if attempt is not None and found is not None and found > attempt:
+            continue
+        ref = _ref(resource, spec.namespace, meta)
+        try:
+            await kube.delete(
+                resource,
+                ref.name,
+                namespace=namespace,
+                propagation_policy="Background",
+                uid=ref.uid,
+            )
+        except KubeError as exc:
+            if exc.code == 404:
+                continue
+            if exc.code != 409:  # 409: the UID changed under us; not ours any more
+                raise
+            continue
+        deleted.append(ref)
+    return deleted

@@ -1,0 +1,261 @@
+"""Wiring of one dispatcher process: NATS, Kubernetes, leadership, intake, loops, shutdown.
+
+A replica campaigns for the Lease; only the leader loads state and acts. A standby is ready
+(``/readyz``) but idle. Losing the Lease once held ends the process (exit 1) so that a
+supervisor restarts it as a clean standby — the client-go convention.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Any
+
+import msgspec
+from nats.js import api
+from prometheus_client import CollectorRegistry
+
+from clearance import bus, events, labels, subjects
+from clearance.bus import BusMetrics, Consumer, ConsumerSpec, StreamSpec
+from clearance.informing import Change, Informer
+from clearance.kube import NODES, PODS, Kube, KubeConfig
+from clearance.leadership import LeaderElector
+from clearance.telemetry import HealthServer, setup_tracing
+from clearance_dispatcher.controller import Dispatcher
+from clearance_dispatcher.metrics import DispatcherMetrics
+from clearance_dispatcher.settings import DispatcherSettings
+
+log = logging.getLogger(__name__)
+
+KUBE_DURABLE = "clearance-dispatcher-kube"
+CLEARED_DURABLE = "clearance-dispatcher-cleared"
+ALERTS_DURABLE = "clearance-dispatcher-alerts"
+
+
+def _stream(name: str) -> StreamSpec:
+    for spec in bus.default_streams():
+        if spec.name == name:
+            return spec
+    raise LookupError(name)
+
+
+class Service:
+    def __init__(self, settings: DispatcherSettings) -> None:
+        self.settings = settings
+        self.registry = CollectorRegistry()
+        self.metrics = DispatcherMetrics(self.registry)
+        self.bus_metrics = BusMetrics(self.registry)
+        self.provider = setup_tracing("clearance-dispatcher")
+        self.tracer = self.provider.get_tracer("clearance_dispatcher")
+        self.health = HealthServer(
+            registry=self.registry, host=settings.http_host, port=settings.http_port
+        )
+        self.consumers: list[Consumer[Any]] = []
+        self.tasks: list[asyncio.Task[Any]] = []
+        self.dispatcher: Dispatcher | None = None
+
+    async def run(self, stop: asyncio.Event) -> int:
+        settings = self.settings
+        kube = await Kube.connect(KubeConfig(request_timeout=settings.kube_request_timeout))
+        nc = await bus.connect(settings, name=f"clearance-dispatcher:{settings.holder_identity}")
+        js = nc.jetstream(timeout=5)
+        await bus.ensure_topology(js)
+        dispatcher = self.dispatcher = Dispatcher(
+            settings,
+            kube=kube,
+            js=js,
+            tracer=self.tracer,
+            metrics=self.metrics,
+            bus_metrics=self.bus_metrics,
+        )
+        elector = LeaderElector(
+            kube,
+            namespace=settings.lease_namespace,
+            name=settings.lease_name,
+            identity=settings.holder_identity,
+            lease_duration=settings.lease_duration,
+            retry_period=settings.lease_retry_period,
+        )
+        self.health.add_check("nats connected", lambda: bool(nc.is_connected))
+        self.health.add_check(
+            "state loaded (leader)",
+            lambda: not elector.is_leader.is_set() or dispatcher.synced.is_set(),
+        )
+        await self.health.start()
+        log.info(
+            "dispatcher started",
+            extra={"identity": settings.holder_identity, "http_port": self.health.port},
+        )
+        elector_task = asyncio.create_task(elector.run(), name="leader-election")
+        code = 0
+        try:
+            stop_wait = asyncio.create_task(stop.wait())
+            lead_wait = asyncio.create_task(elector.is_leader.wait())
+            await asyncio.wait({stop_wait, lead_wait}, return_when=asyncio.FIRST_COMPLETED)
+            lead_wait.cancel()
+            if not stop.is_set():
+                self.metrics.leader.set(1)
+                log.info("leading: loading state", extra={"identity": settings.holder_identity})
+                await self._lead(dispatcher, js)
+                lost_wait = asyncio.create_task(elector.lost.wait())
+                await asyncio.wait({stop_wait, lost_wait}, return_when=asyncio.FIRST_COMPLETED)
+                lost_wait.cancel()
+                if not stop.is_set():
+                    log.error("leadership lost; exiting so a fresh standby takes its place")
+                    code = 1
+            stop_wait.cancel()
+        finally:
+            await bus.shutdown(nc, self.consumers, timeout=settings.shutdown_timeout)
+            for task in self.tasks:
+                task.cancel()
+            await asyncio.gather(*self.tasks, return_exceptions=True)
+            await dispatcher.stop()
+            elector_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await elector_task
+            self.metrics.leader.set(0)
+            await self.health.stop()
+            await kube.close()
+            self.provider.shutdown()
+        return code
+
+    def _task(self, coro: Any, name: str) -> None:
+        task = asyncio.create_task(coro, name=name)
+        task.add_done_callback(self._crashed)
+        self.tasks.append(task)
+
+    @staticmethod
+    def _crashed(task: asyncio.Task[Any]) -> None:
+        if not task.cancelled() and task.exception() is not None:
+            log.error(
+                "background task crashed",
+                exc_info=task.exception(),
+                extra={"task": task.get_name()},
+            )
+
+    @staticmethod
+    def _pod_sink(dispatcher: Dispatcher) -> Any:
+        async def pod_sink(change: Change) -> None:
+            if change.action == "DELETED":
+                dispatcher.on_pod_deleted(change.meta.uid)
+            else:
+                dispatcher.on_pod(msgspec.json.decode(change.raw, type=events.PodObject))
+
+        return pod_sink
+
+    async def _lead(self, dispatcher: Dispatcher, js: Any) -> None:
+        settings = self.settings
+        kube_client = dispatcher.kube
+        if settings.intake == "nats":
+            kube_stream = _stream(subjects.KUBE_STREAM)
+            # The backlog is useless to a leader that LISTs right after subscribing: start at
+            # NEW, subscribed *before* the LIST so nothing between the two is missed.
+            with contextlib.suppress(Exception):
+                await js.delete_consumer(kube_stream.name, KUBE_DURABLE)
+            spec = ConsumerSpec(
+                stream=kube_stream,
+                durable=KUBE_DURABLE,
+                filter_subjects=tuple(
+                    subjects.kube_filter(kind=k) for k in ("appwrapper", "pod", "node")
+                ),
+                ack_wait=settings.consumer_ack_wait,
+                deliver_policy=api.DeliverPolicy.NEW,
+                description="dispatcher: AppWrapper, pod and node events",
+            )
+            await self._consume(js, spec, dispatcher.handle_kube_event, concurrency=1)
+            # Capacity needs every pod, but the watcher publishes only AppWrapper pods: the
+            # others (usually few and slow-changing) are watched here, directly.
+            unlabelled = Informer(kube_client, PODS, label_selector=f"!{labels.MCAD_APPWRAPPER}")
+            self._task(unlabelled.run(self._pod_sink(dispatcher)), "informer:unlabelled-pods")
+            await dispatcher.relist()
+            self._task(self._resync(dispatcher), "resync")
+        else:
+            await self._informers(dispatcher)
+        self._task(dispatcher.run_workers(), "workers")
+        self._task(dispatcher.run_scanner(), "queue-scan")
+        await self._consume(
+            js,
+            ConsumerSpec(
+                stream=_stream(subjects.CYCLE_STREAM),
+                durable=CLEARED_DURABLE,
+                filter_subjects=(subjects.cycle_filter(event="cleared"),),
+                ack_wait=settings.consumer_ack_wait,
+                description="dispatcher: cleared events (redispatch gate)",
+            ),
+            dispatcher.handle_cleared,
+        )
+        await self._consume(
+            js,
+            ConsumerSpec(
+                stream=_stream(subjects.ALERT_STREAM),
+                durable=ALERTS_DURABLE,
+                filter_subjects=(subjects.alert_filter(alert="deletion.stuck"),),
+                ack_wait=settings.consumer_ack_wait,
+                description="dispatcher: deletion.stuck alerts (DeletionStuck condition)",
+            ),
+            dispatcher.handle_alert,
+        )
+        log.info(
+            "leading: state loaded, dispatching",
+            extra={
+                "appwrappers": len(dispatcher.state.appwrappers),
+                "pods": len(dispatcher.state.pods),
+                "nodes": len(dispatcher.state.nodes),
+            },
+        )
+
+    async def _consume(
+        self, js: Any, spec: ConsumerSpec, handler: Any, *, concurrency: int = 8
+    ) -> None:
+        consumer: Consumer[events.Event] = Consumer(
+            js,
+            spec,
+            decode=events.decode,
+            handler=handler,
+            concurrency=concurrency,
+            tracer=self.tracer,
+            metrics=self.bus_metrics,
+        )
+        await consumer.start()
+        self.consumers.append(consumer)
+
+    async def _resync(self, dispatcher: Dispatcher) -> None:
+        while True:
+            await asyncio.sleep(self.settings.resync_interval)
+            try:
+                await dispatcher.relist()
+            except Exception as exc:
+                log.warning("resync failed", extra={"error": repr(exc)})
+
+    async def _informers(self, dispatcher: Dispatcher) -> None:
+        """kube intake: list-then-watch AppWrappers, all pods and nodes directly."""
+        assert dispatcher.kube is not None
+        kube = dispatcher.kube
+
+        async def aw_sink(change: Change) -> None:
+            if change.action == "DELETED":
+                dispatcher.on_appwrapper_deleted(
+                    change.meta.namespace or "", change.meta.name, change.meta.uid
+                )
+            else:
+                dispatcher.on_appwrapper(msgspec.json.decode(change.raw))
+
+        pod_sink = self._pod_sink(dispatcher)
+
+        async def node_sink(change: Change) -> None:
+            if change.action == "DELETED":
+                dispatcher.on_node_deleted(change.meta.name, change.meta.uid)
+            else:
+                dispatcher.on_node(msgspec.json.decode(change.raw, type=events.NodeObject))
+
+        informers: list[tuple[Informer, Any]] = []
+        namespaces = self.settings.namespaces or (None,)
+        for ns in namespaces:
+            informers.append((Informer(kube, dispatcher.aw_resource, namespace=ns), aw_sink))
+        informers.append((Informer(kube, PODS), pod_sink))
+        informers.append((Informer(kube, NODES), node_sink))
+        for informer, sink in informers:
+            self._task(informer.run(sink), f"informer:{informer.resource.plural}")
+        await asyncio.gather(*(i.synced.wait() for i, _ in informers))
+        dispatcher.synced.set()

@@ -1,0 +1,155 @@
+"""Pure rules of the escalation ladder: given a record and the time, what is due next.
+
+The ladder (DESIGN §4.3), each step at most once per attempt, deadlines counted from
+`teardownStartedAt`:
+
+1. `stuck_alert` at `stuck_alert_seconds` (0 disables it);
+2. `force_deletion` at `force_deletion_seconds` (≤ 0 disables it and step 3);
+3. `finalizer_removal` at the force deadline + `finalizer_removal_delay`, only with
+   `finalizerRemoval: AfterForceDeletion` and only after step 2 is done.
+
+A step is due when its deadline has passed, objects are still open, the earlier enabled
+steps are done, and nobody holds a live claim on it. A claim (written with CAS before the
+step acts) is live for `claim_timeout`; after that the record's owner completes the step
+with the same Msg-Ids, so a crash between claim and done repeats nothing visible. A claim
+by *this* replica (same replica id: a restarted pod) is resumed at once.
+
+Timers are nothing but these functions evaluated against the KV record, so they survive
+restarts and replica hand-overs by construction.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+import msgspec
+
+from clearance.events import EscalationStep
+from clearance_tracker.teardown import STEPS, StepState, Teardown
+
+
+@dataclass(frozen=True, slots=True)
+class Timing:
+    """Tracker-wide timings that are not part of a teardown's policy."""
+
+    finalizer_removal_delay: float = 10.0
+    claim_timeout: float = 30.0
+    verify_interval: float = 10.0
+
+
+def deadline(record: Teardown, step: EscalationStep, timing: Timing) -> datetime | None:
+    """When `step` becomes due, or None when the policy disables it."""
+    policy = record.policy
+    start = record.teardown_started_at
+    if step == "stuck_alert":
+        if policy.stuck_alert_seconds <= 0:
+            return None
+        return start + timedelta(seconds=policy.stuck_alert_seconds)
+    if policy.force_deletion_seconds <= 0:
+        return None
+    force = start + timedelta(seconds=policy.force_deletion_seconds)
+    if step == "force_deletion":
+        return force
+    if policy.finalizer_removal != "AfterForceDeletion":
+        return None
+    return force + timedelta(seconds=timing.finalizer_removal_delay)
+
+
+def _claim_live(state: StepState, *, now: datetime, me: str, timing: Timing) -> bool:
+    if state.done_at is not None:
+        return True
+    if state.claimed_by == me:
+        return False  # our own unfinished claim (we restarted): resume it
+    return now < state.claimed_at + timedelta(seconds=timing.claim_timeout)
+
+
+def due_step(record: Teardown, *, now: datetime, me: str, timing: Timing) -> EscalationStep | None:
+    """The step to run now, or None."""
+    if record.clearing is not None or not record.open_objects:
+        return None
+    for step in STEPS:
+        when = deadline(record, step, timing)
+        if when is None:
+            continue
+        state = record.steps.get(step)
+        if state is not None and state.done_at is not None:
+            continue
+        if now < when:
+            return None  # steps run in ladder order
+        if state is not None and _claim_live(state, now=now, me=me, timing=timing):
+            return None
+        return step
+    return None
+
+
+def claim(
+    record: Teardown, step: EscalationStep, *, now: datetime, me: str, timing: Timing
+) -> Teardown | None:
+    """The record with `step` claimed by `me`, or None when `me` does not own the record or
+    the step is not (or no longer) due (pure: applied inside a CAS loop, so a concurrent
+    claim or a takeover makes it None)."""
+    if record.owner != me or due_step(record, now=now, me=me, timing=timing) != step:
+        return None
+    steps = dict(record.steps)
+    steps[step] = StepState(claimed_by=me, claimed_at=now)
+    return msgspec.structs.replace(record, steps=steps)
+
+
+def complete(
+    record: Teardown,
+    step: EscalationStep,
+    *,
+    now: datetime,
+    me: str,
+    objects: tuple[msgspec.Struct, ...] = (),
+) -> Teardown | None:
+    """The record with `step` marked done (None if it is already done)."""
+    state = record.steps.get(step)
+    if state is not None and state.done_at is not None:
+        return None
+    steps = dict(record.steps)
+    steps[step] = StepState(
+        claimed_by=state.claimed_by if state else me,
+        claimed_at=state.claimed_at if state else now,
+        done_at=now,
+        objects=tuple(objects),  # type: ignore[arg-type]
+    )
+    return msgspec.structs.replace(record, steps=steps)
+
+
+def verification_due(record: Teardown, *, now: datetime, timing: Timing) -> bool:
+    if record.cleared:
+        return False
+    if record.last_verified_at is None or record.clearing is not None:
+        return True
+    return now >= record.last_verified_at + timedelta(seconds=timing.verify_interval)
+
+
+def next_wakeup(record: Teardown, *, now: datetime, me: str, timing: Timing) -> datetime | None:
+    """The earliest moment something may be due for this record (for scheduling)."""
+    if record.cleared:
+        return None
+    moments: list[datetime] = []
+    if record.last_verified_at is None:
+        moments.append(now)
+    else:
+        moments.append(record.last_verified_at + timedelta(seconds=timing.verify_interval))
+    for step in STEPS:
+        when = deadline(record, step, timing)
+        if when is None or record.step_done(step):
+            continue
+        state = record.steps.get(step)
+        if state is not None and state.claimed_by != me:
+            when = max(when, state.claimed_at + timedelta(seconds=timing.claim_timeout))
+        moments.append(when)
+        break
+    return min(moments)
+
+
+def stuck_objects_count(record: Teardown, *, now: datetime, timing: Timing) -> int:
+    """Open objects of a teardown past its stuck-alert deadline (the stuck gauge)."""
+    when = deadline(record, "stuck_alert", timing)
+    if record.cleared or when is None or now < when:
+        return 0
+    return len(record.open_objects)

@@ -1,0 +1,125 @@
+"""``clearance-watcher``: list-then-watch Kubernetes, publish slim events to JetStream.
+
+Configuration comes only from the environment (``--help`` lists every variable). Exit
+codes: 0 after an orderly shutdown (SIGTERM/SIGINT), 2 for bad configuration (one line per
+offending variable, no traceback), 1 when start-up fails (NATS or the API unreachable).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import sys
+from collections.abc import Sequence
+
+from opentelemetry import trace
+from opentelemetry.trace import Tracer
+from prometheus_client import CollectorRegistry
+
+from clearance import bus
+from clearance.kube import Kube, KubeConfig, KubeError
+from clearance.settings import OTEL_HELP, SettingsError
+from clearance.telemetry import HealthServer, setup_logging, setup_tracing
+from clearance_watcher.metrics import WatcherMetrics
+from clearance_watcher.service import Watcher
+from clearance_watcher.settings import WatcherSettings
+
+log = logging.getLogger("clearance_watcher")
+
+PROG = "clearance-watcher"
+USAGE = f"usage: {PROG} [--help]   (configuration from environment variables)"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if any(a in ("-h", "--help") for a in args):
+        print(USAGE)
+        print()
+        print(WatcherSettings.render_help(), end="")
+        print()
+        print(OTEL_HELP, end="")
+        return 0
+    if args:
+        print(f"{PROG}: unexpected arguments {' '.join(args)!r}\n{USAGE}", file=sys.stderr)
+        return 2
+    try:
+        settings = WatcherSettings.from_env()
+    except SettingsError as exc:
+        for problem in exc.problems:
+            print(f"{PROG}: invalid setting: {problem}", file=sys.stderr)
+        return 2
+    setup_logging(settings.log_level, fmt=settings.log_format)
+    try:
+        return asyncio.run(run(settings))
+    except KeyboardInterrupt:
+        return 0
+
+
+async def run(settings: WatcherSettings) -> int:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+
+    registry = CollectorRegistry()
+    metrics = WatcherMetrics(registry)
+    bus_metrics = bus.BusMetrics(registry)
+    provider = setup_tracing(PROG)
+    tracer: Tracer = (
+        provider.get_tracer("clearance_watcher") if settings.trace_events else trace.NoOpTracer()
+    )
+    health = HealthServer(registry=registry, host=settings.http_host, port=settings.http_port)
+    # /readyz must fail until the real checks replace this one (no check = ready).
+    health.add_check("started", lambda: False)
+    await health.start()
+    log.info("health server listening", extra={"port": health.port})
+
+    try:
+        kube = await Kube.connect(
+            KubeConfig(kubeconfig=str(settings.kubeconfig) if settings.kubeconfig else None)
+        )
+    except Exception as exc:
+        log.error(
+            "cannot load Kubernetes configuration", extra={"error": f"{type(exc).__name__}: {exc}"}
+        )
+        await health.stop()
+        return 1
+    try:
+        nc = await bus.connect(settings, name=PROG, drain_timeout=settings.shutdown_timeout)
+    except bus.BusError as exc:
+        log.error("cannot connect to NATS", extra={"error": str(exc)})
+        await kube.close()
+        await health.stop()
+        return 1
+
+    watcher = Watcher(
+        settings=settings,
+        kube=kube,
+        nc=nc,
+        metrics=metrics,
+        bus_metrics=bus_metrics,
+        tracer=tracer,
+    )
+    metrics.oldest_pending.set_function(watcher.oldest_pending)
+    health.add_check("nats connected", lambda: nc.is_connected)
+    health.add_check("watches synced (or standby of a live leader)", watcher.ready)
+    health.remove_check("started")
+    code = 0
+    try:
+        await watcher.run(stop)
+    except (KubeError, bus.BusError) as exc:
+        log.error("watcher failed", extra={"error": f"{type(exc).__name__}: {exc}"})
+        code = 1
+    finally:
+        log.info("shutting down")
+        await bus.shutdown(nc, timeout=settings.shutdown_timeout)
+        await kube.close()
+        await health.stop()
+        provider.shutdown()
+    log.info("stopped", extra={"exit_code": code})
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,396 @@
+"""Benchmark 1 (and 5): clearance latency of real requeue cycles, plus the 5 s polling baseline.
+
+The whole system as deployed: :class:`~clearance.stack.LocalStack` runs nats-server,
+``kubesim serve`` and the three services as separate processes. ``--appwrappers`` AppWrappers
+cycle in parallel, each wrapping one Pod (minAvailable 1, requeue wait 1 s, pause 0) whose
+container exits 1 shortly after it starts (kubesim's ``run-time``/``exit-code`` annotations):
+the dispatcher requeues it after the wait, deletes the pod, the tracker confirms it gone,
+publishes ``cleared``, and the dispatcher creates the next attempt's pod - for ever, until
+enough cycles were measured.
+
+Per cycle (AppWrapper, attempt N), from the benchmark's own observers (``observing``):
+
+* **deleted** - the DELETED of the attempt-N pod on the benchmark's pod watch;
+* **cleared** - JetStream store time of ``cycle.cleared`` for attempt N;
+* **created** - the ADDED of the attempt-N+1 pod on the same pod watch.
+
+Baseline: :class:`PollingConfirmer` does what MCAD v2 and the AppWrapper controller do - after
+issuing the deletions, LIST the AppWrapper's objects, and if anything is left, look again
+5 s later. It runs for real, beside Clearance, on the first ``--baseline-cycles`` teardowns
+(starting at each ``teardown.started``), so it confirms the very same deletions. Its latency
+is also derived analytically: a poll every P from the teardown start confirms P - d after a
+deletion that took d, for d < P.
+
+The services' idle and loaded footprint (benchmark 5) is read from ``/proc`` in the same run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from clearance import bus, events, labels
+from clearance.kube import PODS, Kube, KubeConfig, Resource
+from clearance.settings import CommonSettings
+from clearance.stack import LocalStack, StackConfig
+
+from .common import CpuWindow, MiB, distribution, progress, rss_bytes
+from .observing import CycleFollower, PodLedger, Seen, cycle_filter
+
+APPWRAPPERS = Resource("workload.codeflare.dev", "v1beta1", "appwrappers", "AppWrapper")
+NAMESPACE = "default"
+POLL_PERIOD = 5.0
+
+KUBESIM_FLAGS: tuple[str, ...] = (
+    "--pod-start-delay", "50ms",
+    "--kubelet-termination-delay", "300ms",
+    "--heartbeat-interval", "1s",
+    "--scheduler-retry", "200ms",
+    "--bookmark-interval", "10s",
+    "--node-cpu", "32",
+)  # fmt: skip
+
+SERVICE_ENV: dict[str, str] = {
+    # Production log level; INFO logs a line per step and would be part of what we measure.
+    "CLEARANCE_LOG_LEVEL": "WARNING",
+    "CLEARANCE_LEASE_DURATION": "3s",
+    "CLEARANCE_LEASE_RETRY_PERIOD": "500ms",
+    "CLEARANCE_LEASE_RETRY": "500ms",
+    "CLEARANCE_NATS_RECONNECT_WAIT": "250ms",
+    # Only periodic safety nets; the measured path is event-driven.
+    "CLEARANCE_VERIFY_INTERVAL": "10s",
+    "CLEARANCE_SCAN_INTERVAL": "1s",
+    "CLEARANCE_MONITOR_INTERVAL": "5s",
+    "CLEARANCE_QUEUE_SCAN_INTERVAL": "5s",
+}
+
+
+def _pod(name: str, *, node_selector: dict[str, str] | None = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "restartPolicy": "Never",
+        "terminationGracePeriodSeconds": 1,
+        "containers": [
+            {
+                "name": "main",
+                "image": "registry.example/trainer:1.0",
+                "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}},
+            }
+        ],
+    }
+    if node_selector:
+        spec["nodeSelector"] = node_selector
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec}
+
+
+def appwrapper(name: str) -> dict[str, Any]:
+    """A gang of two pods (minAvailable 2) of which one can never be scheduled.
+
+    The first pod runs; the second waits for a node that does not exist. After the 1 s wait
+    the dispatcher requeues, deletes both (the running one terminates gracefully, which takes
+    kubesim's ``--kubelet-termination-delay``), and the cycle repeats.
+    """
+    items = [
+        _pod(f"{name}-0"),
+        _pod(f"{name}-1", node_selector={"kubernetes.io/hostname": "no-such-node"}),
+    ]
+    return {
+        "apiVersion": "workload.codeflare.dev/v1beta1",
+        "kind": "AppWrapper",
+        "metadata": {"name": name, "namespace": NAMESPACE},
+        "spec": {
+            "priority": 5,
+            "schedulingSpec": {
+                "minAvailable": 2,
+                "requeuing": {
+                    "timeInSeconds": 1,
+                    "growthType": "none",
+                    "maxNumRequeuings": 0,
+                    "pauseTimeInSeconds": 0,
+                    "stuckAlertTimeInSeconds": 60,
+                    "forceDeletionTimeInSeconds": 120,
+                },
+            },
+            "resources": {
+                "GenericItems": [
+                    {
+                        "replicas": 1,
+                        "generictemplate": item,
+                        "custompodresources": [
+                            {"replicas": 1, "requests": {"cpu": "100m", "memory": "64Mi"}}
+                        ],
+                    }
+                    for item in items
+                ]
+            },
+        },
+    }
+
+
+class PollingConfirmer:
+    """The baseline: confirm a teardown by LISTing every ``period`` seconds from its start."""
+
+    def __init__(self, kube: Kube, *, period: float, limit: int) -> None:
+        self.kube = kube
+        self.period = period
+        self.limit = limit
+        self.started = 0
+        self.confirmed: dict[tuple[str, int], tuple[float, float, int]] = {}
+        """(aw, attempt) → (teardown start, confirmation time, polls)."""
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def on_event(self, seen: Seen) -> None:
+        event = seen.event
+        if isinstance(event, events.CycleTeardownStarted) and self.started < self.limit:
+            self.started += 1
+            task = asyncio.create_task(self._poll(event.appwrapper.name, event.attempt))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _poll(self, aw: str, attempt: int) -> None:
+        began = time.time()
+        polls = 0
+        while True:
+            polls += 1
+            listed = await self.kube.list(
+                PODS, namespace=NAMESPACE, label_selector=labels.selector_for(aw)
+            )
+            old = [
+                raw
+                for raw in listed.items
+                if (a := labels.attempt_of(_labels(raw))) is not None and a <= attempt
+            ]
+            if not old:
+                self.confirmed[(aw, attempt)] = (began, time.time(), polls)
+                return
+            await asyncio.sleep(self.period)
+
+    @property
+    def pending(self) -> int:
+        return len(self._tasks)
+
+    async def stop(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+
+class _LabelsMeta(msgspec.Struct):
+    labels: dict[str, str] = {}
+
+
+class _Labelled(msgspec.Struct):
+    metadata: _LabelsMeta
+
+
+_LABELLED = msgspec.json.Decoder(_Labelled)
+
+
+def _labels(raw: Any) -> dict[str, str]:
+    return _LABELLED.decode(raw).metadata.labels
+
+
+class Sampler:
+    """RSS peak and CPU of each service process while the load runs."""
+
+    def __init__(self, pids: dict[str, int]) -> None:
+        self.pids = pids
+        self.peak: dict[str, int] = dict.fromkeys(pids, 0)
+        self.windows: dict[str, CpuWindow] = {}
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> Sampler:
+        self.windows = {name: CpuWindow(pid).start() for name, pid in self.pids.items()}
+        self._task = asyncio.create_task(self._run())
+        return self
+
+    async def _run(self) -> None:
+        while True:
+            for name, pid in self.pids.items():
+                with contextlib.suppress(OSError):
+                    self.peak[name] = max(self.peak[name], rss_bytes(pid))
+            await asyncio.sleep(0.25)
+
+    async def stop(self) -> dict[str, dict[str, float]]:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        return {
+            name: {
+                "rss_peak_mib": round(self.peak[name] / MiB, 1),
+                "cpu_percent_of_core": round(self.windows[name].percent(), 1),
+            }
+            for name in self.pids
+        }
+
+
+async def idle_footprint(pids: dict[str, int], *, seconds: float) -> dict[str, dict[str, float]]:
+    windows = {name: CpuWindow(pid).start() for name, pid in pids.items()}
+    await asyncio.sleep(seconds)
+    return {
+        name: {
+            "rss_mib": round(rss_bytes(pid) / MiB, 1),
+            "cpu_percent_of_core": round(windows[name].percent(), 2),
+        }
+        for name, pid in pids.items()
+    }
+
+
+async def run(*, cycles: int, appwrappers: int, baseline_cycles: int) -> dict[str, Any]:
+    workdir = Path(tempfile.mkdtemp(prefix="clearance-bench-"))
+    stack = LocalStack(
+        StackConfig(
+            workdir=workdir,
+            nodes=2,
+            kubesim_flags=KUBESIM_FLAGS,
+            env=SERVICE_ENV,
+            traces=False,
+        )
+    )
+    progress("clearance: starting nats-server, kubesim and the three services")
+    async with stack:
+        pids = {name: proc.pid for name, proc in stack.services.items() if proc.pid}
+        assert stack.kubesim is not None and stack.kubesim.pid and stack.nats and stack.nats.pid
+        others = {"kubesim": stack.kubesim.pid, "nats-server": stack.nats.pid}
+        await asyncio.sleep(2.0)  # let start-up work (first LISTs, provisioning) settle
+        progress("clearance: measuring idle footprint (5 s)")
+        idle = await idle_footprint({**pids, **others}, seconds=5.0)
+
+        kube = await Kube.connect(KubeConfig(kubeconfig=str(stack.kubeconfig)))
+        nc = await bus.connect(
+            CommonSettings(nats_url=stack.nats_url), name="bench", first_connect_timeout=10
+        )
+        poller = PollingConfirmer(kube, period=POLL_PERIOD, limit=baseline_cycles)
+        follower = await CycleFollower(
+            nc, cycle_filter(NAMESPACE), on_event=poller.on_event
+        ).start()
+        ledger = await PodLedger(kube, NAMESPACE).start()
+        names = [f"cycle-{i:02d}" for i in range(appwrappers)]
+        sampler = Sampler({**pids, **others}).start()
+        started = time.monotonic()
+        try:
+            for name in names:
+                await kube.create(APPWRAPPERS, appwrapper(name), namespace=NAMESPACE)
+            progress(f"clearance: {appwrappers} AppWrappers cycling; waiting for {cycles} cycles")
+            last_report = 0
+
+            def done() -> bool:
+                nonlocal last_report
+                n = len(follower.of(events.CycleRedispatched))
+                if n >= last_report + 50:
+                    last_report = n - n % 50
+                    progress(f"clearance: {n}/{cycles} cycles")
+                return n >= cycles and poller.pending == 0
+
+            finished = await follower.wait_until(done, timeout=max(120.0, cycles * 1.0))
+            load_seconds = time.monotonic() - started
+            loaded = await sampler.stop()
+            for name in names:
+                with contextlib.suppress(Exception):
+                    await kube.delete(APPWRAPPERS, name, namespace=NAMESPACE)
+            await asyncio.sleep(0.5)
+        finally:
+            await poller.stop()
+            await ledger.stop()
+            await follower.stop()
+            await kube.close()
+            with contextlib.suppress(Exception):
+                await nc.drain()
+
+    return analyse(
+        follower=follower,
+        ledger=ledger,
+        poller=poller,
+        finished=finished,
+        load_seconds=load_seconds,
+        appwrappers=appwrappers,
+        idle=idle,
+        loaded=loaded,
+    )
+
+
+def analyse(
+    *,
+    follower: CycleFollower,
+    ledger: PodLedger,
+    poller: PollingConfirmer,
+    finished: bool,
+    load_seconds: float,
+    appwrappers: int,
+    idle: dict[str, Any],
+    loaded: dict[str, Any],
+) -> dict[str, Any]:
+    cleared = {
+        (s.event.appwrapper.name, s.event.attempt): s
+        for s in follower.of(events.CycleCleared)
+        if isinstance(s.event, events.CycleCleared)
+    }
+    teardown = {
+        (s.event.appwrapper.name, s.event.attempt): s
+        for s in follower.of(events.CycleTeardownStarted)
+        if isinstance(s.event, events.CycleTeardownStarted)
+    }
+    to_cleared: list[float] = []
+    to_created: list[float] = []
+    cleared_to_created: list[float] = []
+    teardown_to_deleted: list[float] = []
+    early: list[str] = []
+    for key, seen in sorted(cleared.items()):
+        deleted = ledger.deleted.get(key)
+        created = ledger.added.get((key[0], key[1] + 1))
+        if deleted is None or created is None:
+            continue
+        to_cleared.append((seen.stored - deleted) * 1000)
+        to_created.append((created - deleted) * 1000)
+        cleared_to_created.append((created - seen.stored) * 1000)
+        if created < deleted:
+            early.append(f"{key[0]} attempt {key[1] + 1} created before attempt {key[1]} gone")
+        if key in teardown:
+            teardown_to_deleted.append((deleted - teardown[key].stored) * 1000)
+
+    baseline: list[float] = []
+    baseline_polls: list[int] = []
+    for key, (_began, confirmed, polls) in poller.confirmed.items():
+        deleted = ledger.deleted.get(key)
+        if deleted is not None:
+            baseline.append((confirmed - deleted) * 1000)
+            baseline_polls.append(polls)
+    # Analytical: polls at teardown start + k·P; the deletion lands d after the start, so the
+    # first clean poll is at P (d < P) and confirms P - d after the deletion.
+    analytical = [POLL_PERIOD * 1000 - d for d in teardown_to_deleted if d < POLL_PERIOD * 1000]
+    created_p50 = statistics.median(to_created) if to_created else float("nan")
+    baseline_p50 = statistics.median(baseline) if baseline else float("nan")
+    analytical_p50 = statistics.median(analytical) if analytical else float("nan")
+    return {
+        "finished": finished,
+        "appwrappers_in_parallel": appwrappers,
+        "cycles_measured": len(to_created),
+        "load_seconds": round(load_seconds, 1),
+        "cycles_per_second": round(len(to_created) / load_seconds, 2) if load_seconds else 0,
+        "deleted_to_cleared_ms": distribution(to_cleared),
+        "deleted_to_redispatch_create_ms": distribution(to_created),
+        "cleared_to_redispatch_create_ms": distribution(cleared_to_created),
+        "teardown_started_to_deleted_ms": distribution(teardown_to_deleted),
+        "safety_violations": early,
+        "baseline_poll_5s": {
+            "measured_deleted_to_confirmed_ms": distribution(baseline),
+            "measured_polls_per_teardown": distribution(
+                [float(p) for p in baseline_polls], digits=0
+            ),
+            "analytical_deleted_to_confirmed_ms": distribution(analytical),
+        },
+        "speedup_at_median_vs_measured_baseline": round(baseline_p50 / created_p50, 1)
+        if to_created and baseline
+        else None,
+        "speedup_at_median_vs_analytical_baseline": round(analytical_p50 / created_p50, 1)
+        if to_created and analytical
+        else None,
+        "footprint": {"idle": idle, "loaded": loaded},
+    }

@@ -1,0 +1,229 @@
+"""Benchmark 4: dispatch decisions per second and how the capacity check grows with the queue.
+
+The dispatcher decides in one place, :meth:`Dispatcher.scan`: every queued AppWrapper is put
+in order and checked against the cluster's free capacity (allocatable of usable nodes minus
+every non-terminal pod and the reservations of dispatched AppWrappers), and each is either
+admitted or given a "waiting" reason. This benchmark drives the real ``Dispatcher`` object
+(no process, no API calls: ``scan`` is synchronous and pure over its in-memory state) with
+
+* a cluster of 200 nodes (64 cpu, 256 Gi) and 4,000 running pods of other workloads;
+* 500 / 1,000 / 5,000 queued AppWrappers (each a Job of 1-8 pods, one priority, so every
+  one is capacity-checked - the worst case of the backfill policy), of which only the
+  first few hundred fit.
+
+A whole dispatch through the API (status writes, item creation) is kubesim-bound at a few
+hundred requests per second, so it would measure kubesim; the decisions are measured here,
+the API path is in the clearance-latency benchmark. Each figure is repeated; min / median /
+max are reported, in CPU time of the scanning thread (a scan is pure CPU work, and CPU
+time is what a shared machine does not inflate), i.e. per core.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from opentelemetry import trace
+from prometheus_client import CollectorRegistry
+
+from clearance.events import (
+    Condition,
+    Container,
+    NodeObject,
+    NodeStatus,
+    ObjectMeta,
+    PodObject,
+    PodSpec,
+    PodStatus,
+    ResourceList,
+    ResourceRequirements,
+)
+from clearance_dispatcher import capacity, queueing
+from clearance_dispatcher.controller import Dispatcher
+from clearance_dispatcher.metrics import DispatcherMetrics
+from clearance_dispatcher.settings import DispatcherSettings
+from clearance_dispatcher.workqueue import WorkQueue
+
+from .common import progress, spread
+
+T0 = datetime(2026, 12, 1, tzinfo=UTC)
+NODES = 200
+OTHER_PODS = 4_000
+
+
+def node(i: int) -> NodeObject:
+    return NodeObject(
+        metadata=ObjectMeta(name=f"node-{i}", uid=f"node-uid-{i}", resource_version="1"),
+        status=NodeStatus(
+            conditions=(Condition(type="Ready", status="True"),),
+            allocatable=ResourceList(cpu="64", memory="256Gi", nvidia_gpu="8"),
+        ),
+    )
+
+
+def pod(i: int) -> PodObject:
+    return PodObject(
+        metadata=ObjectMeta(
+            name=f"other-{i}", namespace="other", uid=f"pod-uid-{i}", resource_version="1"
+        ),
+        spec=PodSpec(
+            node_name=f"node-{i % NODES}",
+            containers=(
+                Container(
+                    name="main",
+                    resources=ResourceRequirements(
+                        requests=ResourceList(cpu="2500m", memory="8Gi")
+                    ),
+                ),
+            ),
+        ),
+        status=PodStatus(phase="Running"),
+    )
+
+
+def queued_appwrapper(i: int) -> dict[str, Any]:
+    pods = 1 + i % 8
+    return {
+        "apiVersion": "workload.codeflare.dev/v1beta1",
+        "kind": "AppWrapper",
+        "metadata": {
+            "name": f"aw-{i:05d}",
+            "namespace": f"team-{i % 20}",
+            "uid": f"aw-uid-{i:05d}",
+            "resourceVersion": str(1000 + i),
+            "generation": 1,
+            "creationTimestamp": (T0 + timedelta(seconds=i)).isoformat().replace("+00:00", "Z"),
+        },
+        "spec": {
+            "priority": 5,
+            "schedulingSpec": {"minAvailable": pods},
+            "resources": {
+                "GenericItems": [
+                    {
+                        "replicas": 1,
+                        "custompodresources": [
+                            {"replicas": pods, "requests": {"cpu": "4", "memory": "16Gi"}}
+                        ],
+                        "generictemplate": {
+                            "apiVersion": "batch/v1",
+                            "kind": "Job",
+                            "metadata": {"name": f"aw-{i:05d}"},
+                            "spec": {
+                                "parallelism": pods,
+                                "completions": pods,
+                                "template": {
+                                    "spec": {
+                                        "restartPolicy": "Never",
+                                        "containers": [
+                                            {
+                                                "name": "main",
+                                                "image": "registry.example/train:1.0",
+                                                "resources": {
+                                                    "requests": {"cpu": "4", "memory": "16Gi"}
+                                                },
+                                            }
+                                        ],
+                                    }
+                                },
+                            },
+                        },
+                    }
+                ]
+            },
+        },
+        "status": {
+            "state": "Pending",
+            "clearance": {"phase": "Queued", "attempt": 0},
+        },
+    }
+
+
+def dispatcher_with(queued: int) -> Dispatcher:
+    dispatcher = Dispatcher(
+        DispatcherSettings(),
+        kube=None,  # type: ignore[arg-type] - scan() never touches the API
+        js=None,  # type: ignore[arg-type]
+        tracer=trace.get_tracer("bench"),
+        metrics=DispatcherMetrics(CollectorRegistry()),
+    )
+    for i in range(NODES):
+        dispatcher.on_node(node(i))
+    for i in range(OTHER_PODS):
+        dispatcher.on_pod(pod(i))
+    for i in range(queued):
+        dispatcher.on_appwrapper(queued_appwrapper(i))
+    return dispatcher
+
+
+def _reset(dispatcher: Dispatcher) -> None:
+    # Every round starts from the same queue: nothing admitted yet, no reason recorded.
+    dispatcher.admitted.clear()
+    dispatcher.waiting.clear()
+    dispatcher.queue = WorkQueue()
+
+
+def timed(fn: Any, rounds: int, *, reset: Dispatcher | None = None) -> list[float]:
+    out = []
+    for _ in range(rounds):
+        if reset is not None:
+            _reset(reset)
+        # CPU time of this thread: the machine may be shared, and a scan is pure CPU work.
+        started = time.thread_time()
+        fn()
+        out.append((time.thread_time() - started) * 1000)
+    return out
+
+
+def measure(queued: int, rounds: int) -> dict[str, Any]:
+    d = dispatcher_with(queued)
+    scan_ms = timed(d.scan, rounds, reset=d)
+    _reset(d)
+    d.scan()
+    admitted = len(d.admitted)
+    _reset(d)
+    cands = d.candidates()
+    free = capacity.free_capacity(
+        d.state.nodes.values(), d.state.pods.values(), d._reservations(),
+        requests_of=d.state.requests_of,
+    )  # fmt: skip
+    parts = {
+        "candidates_ms": spread(timed(d.candidates, rounds), digits=2),
+        "free_capacity_ms": spread(
+            timed(
+                lambda: capacity.free_capacity(
+                    d.state.nodes.values(),
+                    d.state.pods.values(),
+                    d._reservations(),
+                    requests_of=d.state.requests_of,
+                ),
+                rounds,
+            ),
+            digits=2,
+        ),
+        "plan_ms": spread(timed(lambda: queueing.plan(cands, free), rounds), digits=2),
+    }
+    median = statistics.median(scan_ms)
+    return {
+        "queued": queued,
+        "admitted_per_scan": admitted,
+        "scan_ms": spread(scan_ms, digits=2),
+        "decisions_per_s": spread([queued / (ms / 1000) for ms in scan_ms], digits=0),
+        "us_per_queued_appwrapper": round(median * 1000 / queued, 2),
+        "breakdown": parts,
+    }
+
+
+def run(*, rounds: int) -> dict[str, Any]:
+    results = []
+    for queued in (500, 1_000, 5_000):
+        progress(f"dispatcher: queue scans with {queued} queued AppWrappers ({rounds} rounds)")
+        results.append(measure(queued, rounds))
+    base = results[0]["scan_ms"]["median"]
+    for r in results:
+        r["scan_cost_vs_500"] = round(r["scan_ms"]["median"] / base, 2) if base else None
+    return {
+        "cluster": {"nodes": NODES, "other_running_pods": OTHER_PODS},
+        "by_queue_length": results,
+    }

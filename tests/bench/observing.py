@@ -1,0 +1,186 @@
+"""The benchmarks' own eyes: a pod watch on the API and a cycle-event follower on NATS.
+
+Both are load-generator-side observers, independent of the services measured:
+
+* :class:`PodLedger` lists then watches every pod carrying an AppWrapper label and stamps each
+  ADDED / DELETED with ``time.time()`` on arrival. Deletion and redispatch-create times come
+  from the same watch stream, so its delivery delay cancels out of their difference;
+* :class:`CycleFollower` reads ``CLEARANCE_CYCLE`` with an ordered consumer and keeps, per
+  event, the JetStream store time (stamped by nats-server on this machine's clock) and the
+  arrival time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import msgspec
+from nats.aio.client import Client as NatsClient
+from nats.js import api
+
+from clearance import events, labels, subjects
+from clearance.kube import PODS, Kube, KubeError
+
+
+class _Meta(msgspec.Struct):
+    name: str
+    uid: str
+    resourceVersion: str = ""  # Kubernetes wire name
+    labels: dict[str, str] = {}
+
+
+class _Obj(msgspec.Struct):
+    metadata: _Meta
+
+
+_OBJ = msgspec.json.Decoder(_Obj)
+
+
+@dataclass(frozen=True, slots=True)
+class PodFact:
+    at: float
+    action: str
+    aw: str
+    attempt: int | None
+    uid: str
+    name: str
+
+
+@dataclass
+class PodLedger:
+    """ADDED/DELETED of labelled pods in one namespace, timestamped on arrival."""
+
+    kube: Kube
+    namespace: str
+    facts: list[PodFact] = field(default_factory=list)
+    added: dict[tuple[str, int], float] = field(default_factory=dict)
+    """(aw, attempt) → first ADDED of a pod of that attempt."""
+    deleted: dict[tuple[str, int], float] = field(default_factory=dict)
+    """(aw, attempt) → last DELETED of a pod of that attempt so far."""
+    _task: asyncio.Task[None] | None = None
+
+    async def start(self) -> PodLedger:
+        listed = await self.kube.list(
+            PODS, namespace=self.namespace, label_selector=labels.ANY_APPWRAPPER
+        )
+        self._task = asyncio.create_task(self._watch(listed.resource_version))
+        return self
+
+    async def _watch(self, rv: str) -> None:
+        while True:
+            try:
+                async for line in self.kube.watch(
+                    PODS,
+                    resource_version=rv,
+                    namespace=self.namespace,
+                    label_selector=labels.ANY_APPWRAPPER,
+                    timeout_seconds=600,
+                ):
+                    now = time.time()
+                    if line.type == "ERROR":
+                        raise RuntimeError("the benchmark's pod watch expired")
+                    meta = _OBJ.decode(line.object).metadata
+                    rv = meta.resourceVersion or rv
+                    if line.type not in ("ADDED", "DELETED"):
+                        continue
+                    aw = meta.labels.get(labels.MCAD_APPWRAPPER, "")
+                    attempt = labels.attempt_of(meta.labels)
+                    self.facts.append(PodFact(now, line.type, aw, attempt, meta.uid, meta.name))
+                    if attempt is None:
+                        continue
+                    if line.type == "ADDED":
+                        self.added.setdefault((aw, attempt), now)
+                    else:
+                        self.deleted[(aw, attempt)] = now
+            except KubeError:
+                await asyncio.sleep(0.1)
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._task
+
+
+@dataclass(frozen=True, slots=True)
+class Seen:
+    event: events.Event
+    stored: float
+    """JetStream store time (epoch seconds, nats-server clock)."""
+    arrived: float
+
+
+def cycle_filter(namespace: str = "*", event: str = ">") -> str:
+    ns = namespace if namespace == "*" else subjects.encode_token(namespace)
+    return f"clearance.cycle.v1.{ns}.*.{event}" if event != ">" else f"clearance.cycle.v1.{ns}.>"
+
+
+@dataclass
+class CycleFollower:
+    """Every cycle event matching a subject filter, with store and arrival times."""
+
+    nc: NatsClient
+    subject: str
+    """Filter, e.g. ``clearance.cycle.v1.default.>`` (see :func:`cycle_filter`)."""
+    on_event: Callable[[Seen], None] | None = None
+    seen: list[Seen] = field(default_factory=list)
+    _sub: object | None = None
+    _task: asyncio.Task[None] | None = None
+    _changed: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def start(self) -> CycleFollower:
+        js = self.nc.jetstream()
+        self._sub = await js.subscribe(
+            self.subject,
+            stream=subjects.CYCLE_STREAM,
+            ordered_consumer=True,
+            config=api.ConsumerConfig(deliver_policy=api.DeliverPolicy.NEW),
+        )
+        self._task = asyncio.create_task(self._follow())
+        return self
+
+    async def _follow(self) -> None:
+        sub = self._sub
+        assert sub is not None
+        while True:
+            try:
+                msg = await sub.next_msg(timeout=1.0)  # type: ignore[attr-defined]
+            except TimeoutError:
+                continue
+            arrived = time.time()
+            try:
+                event = events.decode(msg.data)
+            except events.EventDecodeError:
+                continue
+            stored = msg.metadata.timestamp.timestamp()
+            seen = Seen(event, stored, arrived)
+            self.seen.append(seen)
+            if self.on_event is not None:
+                self.on_event(seen)
+            self._changed.set()
+
+    def of(self, kind: type[events.Event]) -> list[Seen]:
+        return [s for s in self.seen if isinstance(s.event, kind)]
+
+    async def wait_until(self, predicate: Callable[[], bool], *, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while not predicate():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            self._changed.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._changed.wait(), min(remaining, 1.0))
+        return True
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._task
+        with contextlib.suppress(Exception):
+            await self._sub.unsubscribe()  # type: ignore[union-attr]

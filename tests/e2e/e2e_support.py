@@ -1,0 +1,580 @@
+"""What every end-to-end scenario needs besides the stack: observe NATS, the API and kubesim.
+
+The scenarios of issue #7 assert DESIGN §5 invariants on what users can see: the cycle events
+and alerts on NATS, the AppWrapper and its objects in the API server, and the order of writes
+in the API server itself. This module gathers those views:
+
+* :class:`EventLog` follows ``CLEARANCE_CYCLE`` and ``CLEARANCE_ALERTS`` with ordered
+  consumers from the first stored message, decodes every event and notes when it arrived;
+* :class:`AttemptLedger` watches every object carrying the AppWrapper label (pods, Jobs,
+  Services, ConfigMaps) and remembers the attempt label of each UID it ever saw, so that even
+  short-lived objects can be classified after they are gone;
+* :func:`coexistence_violations` replays kubesim's write history (``/kubesim/v1/history``)
+  against the ledger: the Safety invariant says no object of attempt N+1 may be created while
+  any object of an attempt ≤ N still exists;
+* :class:`Scenario` bundles the stack with a Kubernetes client and these views, plus the
+  small API actions scenarios take (create an AppWrapper, strip a finalizer, lose a node);
+* the ``*_appwrapper`` builders and the timings are shared so each scenario says only what
+  is special about it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import aiohttp
+import msgspec
+import pytest
+from nats.aio.client import Client as NatsClient
+from nats.js import api
+
+from clearance import bus, events, labels, subjects
+from clearance.kube import JOBS, PODS, Kube, KubeConfig, KubeError, Resource
+from clearance.settings import CommonSettings
+from clearance.stack import LocalStack, StackConfig
+
+APPWRAPPERS = Resource("workload.codeflare.dev", "v1beta1", "appwrappers", "AppWrapper")
+SERVICES = Resource("", "v1", "services", "Service")
+CONFIGMAPS = Resource("", "v1", "configmaps", "ConfigMap")
+TRACKED = (PODS, JOBS, SERVICES, CONFIGMAPS)
+"""Every kind the scenarios wrap; the ledger and the API probes look at all of them."""
+
+NAMESPACE = "default"
+HOLD = "e2e.clearance.dev/hold"
+"""A finalizer nobody but the test removes (a volume that never detaches)."""
+RUN_TIME = "kubesim.dev/run-time"
+EXIT_CODE = "kubesim.dev/exit-code"
+
+# Short, real timings: a node is declared lost 2 s after its kubelet stops and its pods are
+# evicted 2 s later (default toleration), so a requeue follows a lost node within ~5 s.
+KUBESIM_FLAGS: tuple[str, ...] = (
+    "--node-monitor-grace", "2s",
+    "--node-monitor-period", "250ms",
+    "--default-toleration", "2s",
+    "--pod-start-delay", "300ms",
+    "--heartbeat-interval", "500ms",
+    "--kubelet-termination-delay", "300ms",
+    "--scheduler-retry", "500ms",
+    "--bookmark-interval", "5s",
+)  # fmt: skip
+
+SERVICE_ENV: dict[str, str] = {
+    "CLEARANCE_LOG_LEVEL": "INFO",
+    "CLEARANCE_LEASE_DURATION": "3s",
+    "CLEARANCE_LEASE_RETRY_PERIOD": "500ms",
+    "CLEARANCE_LEASE_RETRY": "500ms",
+    "CLEARANCE_VERIFY_INTERVAL": "1s",
+    "CLEARANCE_SCAN_INTERVAL": "250ms",
+    "CLEARANCE_MONITOR_INTERVAL": "250ms",
+    "CLEARANCE_QUEUE_SCAN_INTERVAL": "250ms",
+    "CLEARANCE_HEARTBEAT_INTERVAL": "500ms",
+    "CLEARANCE_OWNER_TIMEOUT": "3s",
+    "CLEARANCE_FINALIZER_REMOVAL_DELAY": "1s",
+    "CLEARANCE_NATS_RECONNECT_WAIT": "250ms",
+    # Spans leave each process within a fraction of a second, so traces are complete soon
+    # after the cycle ends.
+    "OTEL_BSP_SCHEDULE_DELAY": "100",
+}
+
+E = TypeVar("E", bound=events.Event)
+
+
+# ------------------------------------------------------------------------ AppWrappers
+
+
+def requeuing(
+    *,
+    wait: int = 2,
+    pause: int = 1,
+    stuck_alert: int = 2,
+    force: int = 4,
+    finalizer_removal: str = "Never",
+    max_requeuings: int = 0,
+) -> dict[str, Any]:
+    """``spec.schedulingSpec.requeuing`` with MCAD's and Clearance's teardown fields."""
+    return {
+        "timeInSeconds": wait,
+        "growthType": "none",
+        "maxNumRequeuings": max_requeuings,
+        "pauseTimeInSeconds": pause,
+        "stuckAlertTimeInSeconds": stuck_alert,
+        "forceDeletionTimeInSeconds": force,
+        "finalizerRemoval": finalizer_removal,
+    }
+
+
+def pod_template(
+    name: str,
+    *,
+    grace: int = 1,
+    finalizers: Sequence[str] = (),
+    annotations: Mapping[str, str] | None = None,
+    node_selector: Mapping[str, str] | None = None,
+    cpu: str = "100m",
+) -> dict[str, Any]:
+    metadata: dict[str, Any] = {"name": name}
+    if finalizers:
+        metadata["finalizers"] = list(finalizers)
+    if annotations:
+        metadata["annotations"] = dict(annotations)
+    spec: dict[str, Any] = {
+        "restartPolicy": "Never",
+        "terminationGracePeriodSeconds": grace,
+        "containers": [
+            {
+                "name": "main",
+                "image": "registry.example/trainer:1.0",
+                "resources": {"requests": {"cpu": cpu, "memory": "64Mi"}},
+            }
+        ],
+    }
+    if node_selector:
+        spec["nodeSelector"] = dict(node_selector)
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
+
+
+def item(template: Mapping[str, Any], *, pods: int = 0, cpu: str = "100m") -> dict[str, Any]:
+    """A generic item; ``pods`` > 0 declares its pods' requests for the capacity check."""
+    entry: dict[str, Any] = {"replicas": 1, "generictemplate": dict(template)}
+    if pods:
+        entry["custompodresources"] = [
+            {"replicas": pods, "requests": {"cpu": cpu, "memory": "64Mi"}}
+        ]
+    return entry
+
+
+def appwrapper(
+    name: str,
+    items: Sequence[Mapping[str, Any]],
+    *,
+    min_available: int,
+    requeue: Mapping[str, Any],
+) -> dict[str, Any]:
+    return {
+        "apiVersion": "workload.codeflare.dev/v1beta1",
+        "kind": "AppWrapper",
+        "metadata": {"name": name, "namespace": NAMESPACE},
+        "spec": {
+            "priority": 5,
+            "schedulingSpec": {"minAvailable": min_available, "requeuing": dict(requeue)},
+            "resources": {"GenericItems": [dict(i) for i in items]},
+        },
+    }
+
+
+UNSCHEDULABLE = {"kubernetes.io/hostname": "no-such-node"}
+"""A node selector no node matches: the pod stays Pending, so the gang never forms."""
+
+
+# ------------------------------------------------------------------------- NATS events
+
+
+@dataclass(frozen=True, slots=True)
+class Received:
+    event: events.Event
+    subject: str
+    wall: float
+    """``time.time()`` when the test received it (same clock as the services)."""
+
+
+class EventLog:
+    """Every cycle event and alert since the streams began, in stream order."""
+
+    def __init__(self) -> None:
+        self.received: list[Received] = []
+        self.undecodable: list[tuple[str, bytes]] = []
+        self._changed = asyncio.Condition()
+        self._tasks: list[asyncio.Task[None]] = []
+
+    async def start(self, nc: NatsClient) -> EventLog:
+        js = nc.jetstream()
+        for stream, subject in (
+            (subjects.CYCLE_STREAM, "clearance.cycle.v1.>"),
+            (subjects.ALERT_STREAM, "clearance.alert.v1.>"),
+        ):
+            sub = await js.subscribe(
+                subject,
+                stream=stream,
+                ordered_consumer=True,
+                config=api.ConsumerConfig(deliver_policy=api.DeliverPolicy.ALL),
+            )
+            self._tasks.append(asyncio.create_task(self._follow(sub)))
+        return self
+
+    async def _follow(self, sub: Any) -> None:
+        try:
+            while True:
+                try:
+                    msg = await sub.next_msg(timeout=1.0)
+                except TimeoutError:
+                    continue
+                try:
+                    event = events.decode(msg.data)
+                except events.EventDecodeError:
+                    self.undecodable.append((msg.subject, bytes(msg.data)))
+                    continue
+                async with self._changed:
+                    self.received.append(Received(event, msg.subject, time.time()))
+                    self._changed.notify_all()
+        finally:
+            with contextlib.suppress(Exception):
+                await sub.unsubscribe()
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    def of(self, kind: type[E], **attrs: Any) -> list[E]:
+        """Events of one class whose attributes equal ``attrs`` (in stream order)."""
+        return [
+            r.event
+            for r in self.received
+            if isinstance(r.event, kind) and all(getattr(r.event, k) == v for k, v in attrs.items())
+        ]
+
+    def arrival(self, event: events.Event) -> float:
+        return next(r.wall for r in self.received if r.event is event)
+
+    async def wait_for(
+        self,
+        kind: type[E],
+        *,
+        timeout: float,
+        where: Callable[[E], bool] = lambda _: True,
+        **attrs: Any,
+    ) -> E:
+        """The first event of ``kind`` matching ``attrs`` and ``where`` (already stored or new)."""
+
+        def find() -> E | None:
+            return next((e for e in self.of(kind, **attrs) if where(e)), None)
+
+        try:
+            async with asyncio.timeout(timeout), self._changed:
+                while (found := find()) is None:
+                    await self._changed.wait()
+                return found
+        except TimeoutError:
+            seen = "\n  ".join(f"{r.event.event_type} #{_attempt(r.event)}" for r in self.received)
+            raise AssertionError(
+                f"no {kind.__name__} {attrs or ''} within {timeout:.0f}s; events so far:\n  {seen}"
+            ) from None
+
+    def timeline(self) -> str:
+        return "\n".join(
+            f"{r.wall:.3f} {r.event.event_type} attempt={_attempt(r.event)}" for r in self.received
+        )
+
+
+def _attempt(event: events.Event) -> object:
+    return getattr(event, "attempt", "-")
+
+
+# ------------------------------------------------------------------------ API objects
+
+
+@dataclass(frozen=True, slots=True)
+class ApiObject:
+    kind: str
+    name: str
+    uid: str
+    attempt: int | None
+    terminating: bool
+    finalizers: tuple[str, ...]
+
+
+class _Meta(msgspec.Struct):
+    name: str
+    uid: str
+    labels: dict[str, str] = {}
+    finalizers: list[str] = []
+    deletionTimestamp: str | None = None  # Kubernetes wire name
+    resourceVersion: str = ""
+
+
+class _Obj(msgspec.Struct):
+    metadata: _Meta
+
+
+def _api_object(kind: str, raw: bytes | msgspec.Raw) -> ApiObject:
+    meta = msgspec.json.decode(raw, type=_Obj).metadata
+    return ApiObject(
+        kind=kind,
+        name=meta.name,
+        uid=meta.uid,
+        attempt=labels.attempt_of(meta.labels),
+        terminating=meta.deletionTimestamp is not None,
+        finalizers=tuple(meta.finalizers),
+    )
+
+
+class AttemptLedger:
+    """uid → attempt of every object that ever carried the AppWrapper's label (by watch)."""
+
+    def __init__(self, kube: Kube, appwrapper: str) -> None:
+        self.kube = kube
+        self.selector = labels.selector_for(appwrapper)
+        self.attempts: dict[str, int | None] = {}
+        self.kinds: dict[str, str] = {}
+        self._tasks: list[asyncio.Task[None]] = []
+
+    async def start(self) -> AttemptLedger:
+        for resource in TRACKED:
+            listed = await self.kube.list(
+                resource, namespace=NAMESPACE, label_selector=self.selector
+            )
+            for raw in listed.items:
+                self._note(resource.kind, raw)
+            self._tasks.append(asyncio.create_task(self._watch(resource, listed.resource_version)))
+        return self
+
+    def _note(self, kind: str, raw: bytes | msgspec.Raw) -> None:
+        obj = _api_object(kind, raw)
+        self.attempts.setdefault(obj.uid, obj.attempt)
+        self.kinds[obj.uid] = kind
+
+    async def _watch(self, resource: Resource, rv: str) -> None:
+        while True:
+            try:
+                async for line in self.kube.watch(
+                    resource,
+                    resource_version=rv,
+                    namespace=NAMESPACE,
+                    label_selector=self.selector,
+                    timeout_seconds=60,
+                ):
+                    if line.type == "ERROR":
+                        raise RuntimeError(f"the ledger's watch of {resource.plural} broke")
+                    meta = msgspec.json.decode(line.object, type=_Obj).metadata
+                    rv = meta.resourceVersion or rv
+                    if line.type in ("ADDED", "MODIFIED", "DELETED"):
+                        self._note(resource.kind, line.object)
+            except KubeError:
+                await asyncio.sleep(0.1)
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+
+@dataclass(frozen=True, slots=True)
+class Write:
+    """One entry of kubesim's write history."""
+
+    rv: int
+    type: str
+    kind: str
+    name: str
+    uid: str
+
+
+def coexistence_violations(
+    history: Iterable[Write], attempts: Mapping[str, int | None]
+) -> list[str]:
+    """Creations of attempt-N+1 objects while an object of an attempt ≤ N still existed.
+
+    Replays the writes in resourceVersion order, keeping the set of live objects per attempt.
+    Objects without an attempt (not created by Clearance) are ignored; an object that carries
+    the AppWrapper label but whose attempt is unknown is itself reported.
+    """
+    alive: dict[str, tuple[int, str]] = {}
+    violations: list[str] = []
+    for write in sorted(history, key=lambda w: w.rv):
+        if write.uid not in attempts:
+            continue
+        attempt = attempts[write.uid]
+        if attempt is None:
+            violations.append(f"{write.kind} {write.name} ({write.uid}) has no attempt label")
+            continue
+        if write.type == "ADDED":
+            older = sorted(
+                f"{kind_name} (attempt {a})" for a, kind_name in alive.values() if a < attempt
+            )
+            if older:
+                violations.append(
+                    f"rv {write.rv}: {write.kind} {write.name} of attempt {attempt} created "
+                    f"while {', '.join(older)} existed"
+                )
+            alive[write.uid] = (attempt, f"{write.kind} {write.name}")
+        elif write.type == "DELETED":
+            alive.pop(write.uid, None)
+    return violations
+
+
+# ---------------------------------------------------------------------------- scenario
+
+
+@dataclass
+class Scenario:
+    """A started stack plus the test's own clients and observers."""
+
+    stack: LocalStack
+    kube: Kube
+    nc: NatsClient
+    log: EventLog
+    http: aiohttp.ClientSession
+    ledgers: list[AttemptLedger] = field(default_factory=list)
+
+    @classmethod
+    async def open(cls, stack: LocalStack) -> Scenario:
+        nc = await bus.connect(
+            CommonSettings(nats_url=stack.nats_url, nats_reconnect_wait=0.1),
+            name="e2e",
+            first_connect_timeout=10,
+        )
+        kube = await Kube.connect(KubeConfig(kubeconfig=str(stack.kubeconfig)))
+        log = await EventLog().start(nc)
+        return cls(stack=stack, kube=kube, nc=nc, log=log, http=aiohttp.ClientSession())
+
+    async def close(self) -> None:
+        for ledger in self.ledgers:
+            await ledger.stop()
+        await self.log.stop()
+        await self.http.close()
+        await self.kube.close()
+        with contextlib.suppress(Exception):
+            await self.nc.drain()
+
+    # -- actions
+
+    async def submit(self, body: Mapping[str, Any], *, ledger: bool = True) -> str:
+        """Create the AppWrapper (watching its objects first); returns its uid."""
+        name = str(body["metadata"]["name"])
+        if ledger:
+            self.ledgers.append(await AttemptLedger(self.kube, name).start())
+        raw = await self.kube.create(APPWRAPPERS, body, namespace=NAMESPACE)
+        return str(msgspec.json.decode(raw, type=_Obj).metadata.uid)
+
+    async def strip_finalizers(self, pod: str) -> None:
+        """What the finalizer's owner does when its cleanup finally finishes."""
+        await self.kube.patch(
+            PODS,
+            pod,
+            [{"op": "remove", "path": "/metadata/finalizers"}],
+            namespace=NAMESPACE,
+            content_type="application/json-patch+json",
+        )
+
+    def lose_node(self, node: str) -> None:
+        self.stack.kubesim_ctl("lose-node", node)
+
+    # -- API views
+
+    async def appwrapper(self, name: str) -> dict[str, Any]:
+        raw = await self.kube.get(APPWRAPPERS, name, namespace=NAMESPACE)
+        return msgspec.json.decode(raw, type=dict[str, Any])
+
+    async def status(self, name: str) -> dict[str, Any]:
+        return dict((await self.appwrapper(name)).get("status") or {})
+
+    async def pod(self, name: str) -> dict[str, Any] | None:
+        try:
+            raw = await self.kube.get(PODS, name, namespace=NAMESPACE)
+        except KubeError as exc:
+            if exc.not_found:
+                return None
+            raise
+        return msgspec.json.decode(raw, type=dict[str, Any])
+
+    async def objects(self, appwrapper: str) -> list[ApiObject]:
+        """Every object with the AppWrapper label, by quorum LIST (no resourceVersion)."""
+        found: list[ApiObject] = []
+        for resource in TRACKED:
+            listed = await self.kube.list(
+                resource, namespace=NAMESPACE, label_selector=labels.selector_for(appwrapper)
+            )
+            found.extend(_api_object(resource.kind, raw) for raw in listed.items)
+        return found
+
+    async def history(self) -> list[Write]:
+        url = f"{self.stack.kubesim_url}/kubesim/v1/history"
+        async with self.http.get(url, params={"namespace": NAMESPACE}) as response:
+            response.raise_for_status()
+            body = await response.json()
+        return [
+            Write(int(e["rv"]), e["type"], e["kind"], e["name"], e["uid"]) for e in body["items"]
+        ]
+
+    def attempts(self) -> dict[str, int | None]:
+        merged: dict[str, int | None] = {}
+        for ledger in self.ledgers:
+            merged.update(ledger.attempts)
+        return merged
+
+    async def safety_violations(self) -> list[str]:
+        return coexistence_violations(await self.history(), self.attempts())
+
+
+async def eventually(
+    probe: Callable[[], Awaitable[Any]], *, timeout: float, what: str, interval: float = 0.1
+) -> Any:
+    """Poll ``probe`` until it returns something truthy; that value is returned."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = await probe()
+        if last:
+            return last
+        await asyncio.sleep(interval)
+    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what} (last: {last!r})")
+
+
+def pod_state(pod: Mapping[str, Any] | None) -> str:
+    if pod is None:
+        return "absent"
+    if pod["metadata"].get("deletionTimestamp"):
+        return "Terminating"
+    return str((pod.get("status") or {}).get("phase", "Pending"))
+
+
+def condition(status: Mapping[str, Any], kind: str) -> dict[str, Any] | None:
+    return next((c for c in status.get("conditions") or () if c.get("type") == kind), None)
+
+
+# ------------------------------------------------------------------------ stacks
+
+REPORTS = pytest.StashKey[dict[str, pytest.TestReport]]()
+
+Launch = Callable[..., Awaitable[Scenario]]
+"""The ``launch`` fixture: ``await launch(nodes=2, kubesim_flags=(...), env={...})``."""
+
+
+def failed(node: pytest.Item) -> bool:
+    reports = node.stash.get(REPORTS, {})
+    return any(r.failed for r in reports.values())
+
+
+def dump_logs(stack: LocalStack, *, tail: int = 60) -> None:
+    """Print the tail of every process log (shown by pytest for failed tests)."""
+    print(f"\n===== logs in {stack.workdir / 'logs'} =====")
+    processes = {"kubesim": stack.kubesim, **stack.services}
+    for name, process in processes.items():
+        if process is None:
+            continue
+        print(f"----- {name} (last {tail} lines) -----")
+        print(process.output(tail=tail))
+
+
+def stack_config(
+    workdir: Path,
+    *,
+    nodes: int = 2,
+    kubesim_flags: Sequence[str] = (),
+    env: Mapping[str, str] | None = None,
+    service_env: Mapping[str, Mapping[str, str]] | None = None,
+) -> StackConfig:
+    """The e2e defaults (short timings) with a scenario's additions."""
+    return StackConfig(
+        workdir=workdir,
+        nodes=nodes,
+        kubesim_flags=(*KUBESIM_FLAGS, *kubesim_flags),
+        env={**SERVICE_ENV, **(env or {})},
+        service_env=service_env or {},
+    )

@@ -1,0 +1,70 @@
+"""The KV record codec, settings validation and restart-proof span ids (no servers)."""
+
+from __future__ import annotations
+
+import msgspec
+import pytest
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from tracker_builders import at, record, tracked
+
+from clearance.settings import SettingsError
+from clearance.telemetry import setup_tracing
+from clearance_tracker import spans
+from clearance_tracker.settings import TrackerSettings
+from clearance_tracker.teardown import Clearing, decode_record, encode, record_key
+
+
+def test_record_round_trips_through_its_json_encoding() -> None:
+    rec = msgspec.structs.replace(
+        record(tracked("w-0", "u1", confirmed=True), tracked("j", "u2", kind="Job")),
+        clearing=Clearing(cleared_at=at(5), by="r1"),
+        cycle_traceparent="00-" + "a" * 32 + "-" + "b" * 16 + "-01",
+    )
+    assert decode_record(encode(rec)) == rec
+    assert rec.key == record_key("aw-uid-1", 1) == "td.aw-uid-1.1"
+
+
+def test_settings_defaults_are_the_operator_defaults() -> None:
+    s = TrackerSettings.from_env({})
+    assert (s.stuck_alert_time, s.force_deletion_time, s.finalizer_removal) == (
+        60.0,
+        570.0,
+        "Never",
+    )
+    assert s.identity
+
+
+@pytest.mark.parametrize(
+    "env",
+    [
+        {"CLEARANCE_CLAIM_TIMEOUT": "2m"},
+        {"CLEARANCE_HEARTBEAT_INTERVAL": "30s", "CLEARANCE_OWNER_TIMEOUT": "10s"},
+        {"CLEARANCE_REPLICA_ID": "has space"},
+        {"CLEARANCE_FINALIZER_REMOVAL": "Sometimes"},
+        {"CLEARANCE_CONSUMER_CONCURRENCY": "0"},
+    ],
+)
+def test_invalid_settings_are_rejected(env: dict[str, str]) -> None:
+    with pytest.raises(SettingsError):
+        TrackerSettings.from_env(env)
+
+
+def test_a_span_can_be_created_with_a_reserved_id_in_any_process() -> None:
+    exporter = InMemorySpanExporter()
+    provider = setup_tracing("t", exporter=exporter, environ={})
+    spans.install(provider)
+    tracer = provider.get_tracer("t")
+    trace_id, reserved = spans.new_trace_id(), spans.new_span_id()
+    child = tracer.start_span("child", context=spans.context_of(trace_id, reserved))
+    child.end()
+    with spans.preset_span_id(reserved):
+        parent = tracer.start_span("parent", context=None)
+        other = tracer.start_span("other")  # only the first span takes the preset id
+    parent.end()
+    other.end()
+    finished = {s.name: s for s in exporter.get_finished_spans()}
+    assert f"{finished['parent'].context.span_id:016x}" == reserved
+    assert finished["child"].parent is not None
+    assert f"{finished['child'].parent.span_id:016x}" == reserved
+    assert f"{finished['other'].context.span_id:016x}" != reserved
+    provider.shutdown()

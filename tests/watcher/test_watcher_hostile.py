@@ -1,0 +1,119 @@
+"""Acceptance 5: hostile input neither crashes nor stalls the watcher, and a log line names it."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from nats.js import JetStreamContext
+from watcher_support import (
+    AW_LABEL,
+    KubeSim,
+    appwrapper,
+    aws_path,
+    job,
+    jobs_path,
+    metric,
+    node,
+    nodes_path,
+    pod,
+    pods_path,
+    wait_stream,
+)
+
+from clearance import subjects
+
+
+def log_lines(process: Any) -> list[dict[str, Any]]:
+    lines = []
+    for line in process.output(tail=2000).splitlines():
+        try:
+            lines.append(json.loads(line))
+        except ValueError:
+            continue
+    return lines
+
+
+async def published_uid(js: JetStreamContext, obj: dict[str, Any], what: str) -> Any:
+    uid = obj["metadata"]["uid"]
+    published = await wait_stream(js, lambda ps: any(p.uid == uid for p in ps), what=what)
+    return [p for p in published if p.uid == uid]
+
+
+async def test_unserved_kind_in_generic_items_is_reported_and_other_kinds_still_watched(
+    kubesim: KubeSim, js: JetStreamContext, start_watcher
+) -> None:
+    ns = kubesim.namespace("team-a")
+    watcher = start_watcher()
+    widget = {"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}}
+    aw = kubesim.create(aws_path(ns), appwrapper("odd", widget, job("job-1")))
+    await published_uid(js, aw, "the AppWrapper naming an unserved kind")
+    created = kubesim.create(jobs_path(ns), job("job-1"))
+    [event] = await published_uid(js, created, "the Job, watched despite the Widget")
+    assert event.event.kube_kind == "item"
+    reports = [
+        line
+        for line in log_lines(watcher)
+        if "does not serve" in line["msg"] and line.get("kind") == "Widget"
+    ]
+    assert reports and reports[0]["appwrapper"] == "odd"
+    assert reports[0]["namespace"] == ns
+    assert metric(watcher, "clearance_watcher_unserved_kinds") == 1
+    assert metric(watcher, "clearance_watcher_unserved_kind_reports_total") == 1
+
+
+async def test_names_that_are_not_subject_tokens_are_encoded_reversibly(
+    kubesim: KubeSim, js: JetStreamContext, start_watcher
+) -> None:
+    ns = kubesim.namespace("team-a")
+    start_watcher()
+    created = kubesim.create(pods_path(ns), pod("my.pod.v1"))
+    cluster = kubesim.create(nodes_path(), node("node.example.com"))
+    [p] = await published_uid(js, created, "the dotted pod")
+    [n] = await published_uid(js, cluster, "the dotted node")
+    assert p.subject == "clearance.kube.v1.pod.team-a.my~2Epod~2Ev1"
+    assert n.subject == "clearance.kube.v1.node._.node~2Eexample~2Ecom"
+    parsed = subjects.parse_subject(p.subject)
+    assert isinstance(parsed, subjects.KubeSubject)
+    assert (parsed.namespace, parsed.name) == (ns, "my.pod.v1")
+
+
+async def test_huge_label_sets_are_published_and_oversized_ones_trimmed(
+    kubesim: KubeSim, js: JetStreamContext, start_watcher
+) -> None:
+    ns = kubesim.namespace("team-a")
+    watcher = start_watcher()
+    big = pod("big", labels={f"label-{i}": "v" * 60 for i in range(3000)})  # ~250 KB
+    huge = pod("huge", labels={f"label-{i}": "v" * 60 for i in range(20000)})  # > 1 MB
+    [b] = await published_uid(js, kubesim.create(pods_path(ns), big), "the big pod")
+    assert len(b.event.object.metadata.labels) == 3001
+    [h] = await published_uid(js, kubesim.create(pods_path(ns), huge), "the huge pod")
+    assert h.event.object.metadata.labels == {AW_LABEL: "aw-1"}
+    assert metric(watcher, "clearance_watcher_oversized_events_total") == 1
+    assert any("max payload" in line["msg"] for line in log_lines(watcher))
+    after = kubesim.create(pods_path(ns), pod("after"))
+    await published_uid(js, after, "a pod after the oversized one (no stall)")
+
+
+async def test_undecodable_appwrapper_is_logged_skipped_and_its_deletion_still_published(
+    kubesim: KubeSim, js: JetStreamContext, start_watcher
+) -> None:
+    ns = kubesim.namespace("team-a")
+    watcher = start_watcher()
+    bad = appwrapper("bad", job("job-1"))
+    bad["spec"]["priority"] = "high"  # the CRD says integer; the API accepted it anyway
+    created = kubesim.create(aws_path(ns), bad)
+    bare = kubesim.create(aws_path(ns), {**appwrapper("bare"), "spec": {}})
+    await published_uid(js, bare, "an AppWrapper with no optional field")
+    minimal_node = kubesim.create(nodes_path(), {"metadata": {"name": "minimal"}})
+    await published_uid(js, minimal_node, "a node with no optional field")
+    errors = [line for line in log_lines(watcher) if "does not decode" in line["msg"]]
+    assert errors and errors[0]["object_name"] == "bad" and errors[0]["namespace"] == ns
+    assert metric(watcher, "clearance_watcher_decode_failures_total") >= 1
+    # Its Job kind is still watched (kinds are read from the raw object).
+    item = kubesim.create(jobs_path(ns), job("job-1"))
+    await published_uid(js, item, "the undecodable AppWrapper's Job")
+    kubesim.delete(aws_path(ns, "bad"))
+    [gone] = await published_uid(js, created, "the undecodable AppWrapper's deletion")
+    assert gone.action == "DELETED"
+    assert gone.event.object.metadata.name == "bad"
