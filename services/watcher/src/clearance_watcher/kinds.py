@@ -229,6 +229,7 @@ class KindInformers:
         if deleted:
             if self.references.pop(uid, None) is not None:
                 self._wake.set()
+            self._reported = {(u, k) for u, k in self._reported if u != uid}
             return
         if snapshot is not None:
             wrapped = wrapped_by(snapshot)

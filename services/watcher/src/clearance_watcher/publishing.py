@@ -79,7 +79,8 @@ class Progress:
     @property
     def committed(self) -> str | None:
         entries = self._entries
-        while entries and entries[0][1].done():
+        # A cancelled publish (abandoned at shutdown) was not acknowledged: it stops the prefix.
+        while entries and entries[0][1].done() and not entries[0][1].cancelled():
             rv, _ = entries.popleft()
             if rv is not None:
                 self._committed = rv

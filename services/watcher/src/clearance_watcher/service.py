@@ -183,6 +183,8 @@ class Session:
         for snapshot in seeds["appwrapper"].live:
             if s.namespaces and snapshot.metadata.namespace not in s.namespaces:
                 continue
+            if snapshot.api_version != appwrapper_resource(s).api_version:
+                continue
             assert isinstance(snapshot, AppWrapperObject)
             await kinds.observe(
                 uid=snapshot.metadata.uid,
@@ -230,6 +232,9 @@ class Session:
                     Codec(aw_resource, "appwrapper"),
                     seeds["appwrapper"],
                     observer=observe_appwrapper,
+                    # Only AppWrappers of the configured group/version: a switch to the
+                    # legacy group must not turn every other AppWrapper into a tombstone.
+                    api_version=aw_resource.api_version,
                 )
             )
             fixed.append(
