@@ -296,6 +296,10 @@ class ClearanceStatus(_Kube, frozen=True, kw_only=True):
     teardown_started_at: UtcDateTime | None = None
     cleared_at: UtcDateTime | None = None
     stuck: tuple[StuckStatus, ...] = ()
+    cycle_traceparent: Annotated[
+        str | None,
+        Meta(description="W3C traceparent of the open requeue cycle (the dispatcher's root)."),
+    ] = None
 
 
 class AppWrapperStatus(_Kube, frozen=True, kw_only=True):

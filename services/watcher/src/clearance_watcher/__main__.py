@@ -100,6 +100,7 @@ async def run(settings: WatcherSettings) -> int:
         metrics=metrics,
         bus_metrics=bus_metrics,
         tracer=tracer,
+        cycle_tracer=provider.get_tracer("clearance_watcher"),
     )
     metrics.oldest_pending.set_function(watcher.oldest_pending)
     health.add_check("nats connected", lambda: nc.is_connected)

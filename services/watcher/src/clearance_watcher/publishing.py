@@ -35,8 +35,15 @@ from nats.js import JetStreamContext
 from opentelemetry.trace import Tracer
 
 from clearance import bus, labels
-from clearance.events import AppWrapperObject, KubeEvent, NodeObject, PodObject
-from clearance.telemetry import ContextLogger
+from clearance.events import (
+    AppWrapperObject,
+    KubeAppWrapperEvent,
+    KubeEvent,
+    NodeObject,
+    PodObject,
+)
+from clearance.telemetry import ContextLogger, context_from_traceparent
+from clearance_watcher.cycles import CycleIndex
 from clearance_watcher.decoding import Snapshot, encode_event
 from clearance_watcher.metrics import WatcherMetrics
 
@@ -130,6 +137,7 @@ class Publisher:
         metrics: WatcherMetrics,
         bus_metrics: bus.BusMetrics | None = None,
         tracer: Tracer | None = None,
+        cycle_tracer: Tracer | None = None,
         retry_pause: float = 1.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -139,6 +147,8 @@ class Publisher:
         self.metrics = metrics
         self.bus_metrics = bus_metrics
         self.tracer = tracer
+        self.cycle_tracer = cycle_tracer
+        self.cycles = CycleIndex()
         self.retry_pause = retry_pause
         self.clock = clock
         self._slots = asyncio.Semaphore(max_in_flight)
@@ -188,6 +198,8 @@ class Publisher:
         self, event: KubeEvent, progress: Progress, rv: str | None
     ) -> asyncio.Future[None]:
         subject = event.subject()
+        if isinstance(event, KubeAppWrapperEvent):
+            self.cycles.observe(event)
         pending = _Pending(event, progress, self.clock())
         previous = self._tails.get(subject)
         self._tails[subject] = pending.done
@@ -229,6 +241,13 @@ class Publisher:
         self, subject: str, event: KubeEvent, data: bytes, progress: Progress
     ) -> None:
         msg_id = event.msg_id()
+        tracer, parent, span_name = self.tracer, None, None
+        cycle = self.cycles.cycle_for(event)
+        if cycle is not None and self.cycle_tracer is not None:
+            # A deletion the tracker waits for: publish it inside the cycle's trace.
+            tracer = self.cycle_tracer
+            parent = context_from_traceparent(cycle.traceparent)
+            span_name = f"observe {event.kube_kind} {event.action.lower()}"
         rounds = 0
         while True:
             try:
@@ -238,7 +257,9 @@ class Publisher:
                     data,
                     msg_id=msg_id,
                     headers=progress.headers(),
-                    tracer=self.tracer,
+                    tracer=tracer,
+                    parent=parent,
+                    span_name=span_name,
                     metrics=self.bus_metrics,
                     timeout=self.publish_timeout,
                     event_type=event.event_type,

@@ -69,6 +69,7 @@ class Session:
     metrics: WatcherMetrics
     bus_metrics: bus.BusMetrics
     tracer: Tracer | None = None
+    cycle_tracer: Tracer | None = None
     synced: asyncio.Event = field(default_factory=asyncio.Event)
     _tasks: list[_Task] = field(default_factory=list)
     _kinds_task: asyncio.Task[None] | None = None
@@ -168,6 +169,7 @@ class Session:
             metrics=self.metrics,
             bus_metrics=self.bus_metrics,
             tracer=self.tracer,
+            cycle_tracer=self.cycle_tracer,
         )
         selector = labels.ANY_APPWRAPPER
         kinds = KindInformers(
@@ -336,6 +338,7 @@ class Watcher:
     metrics: WatcherMetrics
     bus_metrics: bus.BusMetrics
     tracer: Tracer | None = None
+    cycle_tracer: Tracer | None = None
     session: Session | None = None
     elector: LeaderElector | None = None
 
@@ -412,6 +415,7 @@ class Watcher:
             metrics=self.metrics,
             bus_metrics=self.bus_metrics,
             tracer=self.tracer,
+            cycle_tracer=self.cycle_tracer,
         )
         self.session = session
         runner = asyncio.create_task(session.run(), name="session")
