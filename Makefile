@@ -8,7 +8,7 @@ PY_SRC := libs/clearance/src libs/kubesim/src services/watcher/src services/trac
 ## install: install uv from PyPI if missing, then the locked workspace into .venv
 install:
 	@command -v uv >/dev/null 2>&1 || python3 -m uv --version >/dev/null 2>&1 || python3 -m pip install --quiet --disable-pip-version-check uv
-	@$(UV) sync --all-packages --frozen --quiet
+	@$(UV) sync --all-packages --frozen --compile-bytecode --quiet
 
 ## test: the whole pytest suite against a real nats-server and kubesim
 test: install
@@ -27,3 +27,7 @@ demo: install
 ## schemas: regenerate proto/ (JSON Schema + AsyncAPI) from the event classes
 schemas: install
 	$(UV) run --frozen --no-sync python -m clearance.catalog proto
+
+## bench: the performance harness (never part of `make test`); writes docs/benchmarks.{md,json}
+bench: install
+	@$(UV) run --frozen --no-sync python -m tests.bench $(BENCH_ARGS)

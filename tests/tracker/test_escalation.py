@@ -110,3 +110,17 @@ def test_stuck_gauge_counts_open_objects_after_the_alert_deadline() -> None:
     rec = record(tracked("a", "u1"), tracked("b", "u2"), tracked("c", "u3", confirmed=True))
     assert stuck_objects_count(rec, now=at(59), timing=TIMING) == 0
     assert stuck_objects_count(rec, now=at(61), timing=TIMING) == 2
+
+
+def test_recorded_deadlines_win_over_this_replicas_settings() -> None:
+    from clearance_tracker.escalation import fix_deadlines
+
+    rec = fix_deadlines(record(tracked("w-0", "u1"), finalizers="AfterForceDeletion"), TIMING)
+    assert rec.deadlines == {
+        "stuck_alert": at(60),
+        "force_deletion": at(570),
+        "finalizer_removal": at(580),
+    }
+    other = Timing(finalizer_removal_delay=99, claim_timeout=30, verify_interval=5)
+    assert deadline(rec, "finalizer_removal", other) == at(580)
+    assert "finalizer_removal" not in fix_deadlines(record(tracked("w-0", "u1")), TIMING).deadlines

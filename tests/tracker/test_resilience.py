@@ -43,7 +43,14 @@ async def test_kill_9_after_each_step_then_restart_completes_without_repeating(
             return record is not None and record.step_done(step)  # type: ignore[arg-type]
 
         await eventually(done, timeout=20)
-        await asyncio.sleep(0.4)  # the step's spans leave the batch exporter (100 ms)
+
+        def exported(step: str = step) -> bool:  # the step's span left the batch exporter
+            return any(
+                s.attributes.get("clearance.step") == step
+                for s in stack.otlp.named("deletion.escalate")
+            )
+
+        await eventually(exported, timeout=10)
         await stack.restart(tracker)  # kill -9, then the same command and environment
 
     await stack.cleared("crash", timeout=20)
@@ -96,7 +103,8 @@ async def test_two_replicas_share_teardowns_and_a_killed_ones_are_taken_over(sta
     await eventually(all_alerted, timeout=15)
     records = {e.appwrapper.name: await stack.record(e) for e in started}
     owners = {name: r.owner for name, r in records.items() if r is not None}
-    assert set(owners.values()) == {"r1", "r2"}, owners  # load-balanced pull consumers
+    assert len(owners) == 8 and set(owners.values()) <= {"r1", "r2"}, owners
+    # (pull consumers load-balance, so usually both own some; not asserted: it is timing)
     # each teardown handled by exactly one replica: one alert, escalated by its owner only
     await asyncio.sleep(0.5)
     for name, owner in owners.items():

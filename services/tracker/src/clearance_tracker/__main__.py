@@ -50,6 +50,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"clearance-tracker: {exc}", file=sys.stderr)
         return 2
     setup_logging(settings.log_level, fmt=settings.log_format)
+    # Imported here: kubernetes-asyncio is slow to import and --help does not need it.
+    from kubernetes_asyncio.config.config_exception import ConfigException
+
     try:
         asyncio.run(_serve(settings))
     except BusError as exc:
@@ -57,6 +60,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except OSError as exc:  # e.g. the HTTP port is taken
         print(f"clearance-tracker: {exc}", file=sys.stderr)
+        return 1
+    except ConfigException as exc:  # no usable kubeconfig / in-cluster configuration
+        print(f"clearance-tracker: Kubernetes configuration: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 0

@@ -39,7 +39,13 @@ class Timing:
 
 
 def deadline(record: Teardown, step: EscalationStep, timing: Timing) -> datetime | None:
-    """When `step` becomes due, or None when the policy disables it."""
+    """When `step` becomes due, or None when the policy disables it.
+
+    A recorded teardown carries its deadlines (fixed when it was recorded, so replicas with
+    different settings agree); they are computed from the policy only to record them.
+    """
+    if record.deadlines:
+        return record.deadlines.get(step)
     policy = record.policy
     start = record.teardown_started_at
     if step == "stuck_alert":
@@ -54,6 +60,16 @@ def deadline(record: Teardown, step: EscalationStep, timing: Timing) -> datetime
     if policy.finalizer_removal != "AfterForceDeletion":
         return None
     return force + timedelta(seconds=timing.finalizer_removal_delay)
+
+
+def fix_deadlines(record: Teardown, timing: Timing) -> Teardown:
+    """The record with its deadlines computed and stored."""
+    fixed = {
+        step: when
+        for step in STEPS
+        if (when := deadline(msgspec.structs.replace(record, deadlines={}), step, timing))
+    }
+    return msgspec.structs.replace(record, deadlines=fixed)
 
 
 def _claim_live(state: StepState, *, now: datetime, me: str, timing: Timing) -> bool:

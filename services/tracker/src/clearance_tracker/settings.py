@@ -196,6 +196,8 @@ class TrackerSettings(CommonSettings):
                 f"{self.env_name('replica_id')}={self.replica_id!r}: only letters, digits, "
                 "'-', '_' and '=' (at most 64) are allowed"
             )
+        if self.kubeconfig is not None and not self.kubeconfig.is_file():
+            problems.append(f"{self.env_name('kubeconfig')}={str(self.kubeconfig)!r}: no such file")
         if self.owner_timeout <= self.heartbeat_interval:
             problems.append(
                 f"{self.env_name('owner_timeout')} ({self.owner_timeout}s) must exceed "

@@ -119,6 +119,8 @@ class Teardown(Struct, frozen=True, kw_only=True):
     cycle_traceparent: str | None = None
     wrapped_kinds: tuple[KindRef, ...] = ()
     objects: dict[str, TrackedObject] = field(default_factory=dict)
+    deadlines: dict[str, UtcDateTime] = field(default_factory=dict)
+    """Step → when it becomes due, fixed when the teardown is recorded (disabled steps absent)."""
     steps: dict[str, StepState] = field(default_factory=dict)
     last_verified_at: UtcDateTime | None = None
     clearing: Clearing | None = None

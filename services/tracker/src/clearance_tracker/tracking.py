@@ -77,6 +77,7 @@ from clearance_tracker.escalation import (
     claim,
     complete,
     due_step,
+    fix_deadlines,
     stuck_objects_count,
     verification_due,
 )
@@ -469,6 +470,7 @@ class Tracker:
             wrapped_kinds=tuple(kinds),
             objects=objects,
         )
+        record = fix_deadlines(record, self.timing)
         created = await self.store.create(record)
         logger = self._logger(record)
         if created is not None:
