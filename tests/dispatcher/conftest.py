@@ -160,6 +160,8 @@ class Env:
             "CLEARANCE_SHUTDOWN_TIMEOUT": "3s",
             "CLEARANCE_CONSUMER_ACK_WAIT": "2s",
             "OTEL_EXPORTER_OTLP_ENDPOINT": "",
+            # Cache bytecode: every (re)start otherwise recompiles kubernetes-asyncio.
+            "PYTHONDONTWRITEBYTECODE": "",
         }
         env.update(overrides)
         return env
@@ -192,6 +194,7 @@ class Env:
             "CLEARANCE_HTTP_HOST": "127.0.0.1",
             "CLEARANCE_HTTP_PORT": str(port),
             "CLEARANCE_LOG_FORMAT": "text",
+            "PYTHONDONTWRITEBYTECODE": "",
             **env,
         }
         proc = ServiceProcess(

@@ -61,7 +61,12 @@ async def test_requeue_wait_grows_exponentially_capped_and_limit_fails_it(make_e
 async def test_max_num_requeuings_two_fails_after_exactly_two_requeues(make_env: Any) -> None:
     env = await make_env()
     await env.start_dispatcher()
-    requeuing = {"timeInSeconds": 1, "growthType": "none", "maxNumRequeuings": 2}
+    requeuing = {
+        "timeInSeconds": 1,
+        "growthType": "none",
+        "maxNumRequeuings": 2,
+        "pauseTimeInSeconds": 1,
+    }
     await env.create_aw(
         job_appwrapper(
             "limit", env.namespace, unschedulable=True, requeuing=requeuing, completion=False
@@ -71,6 +76,12 @@ async def test_max_num_requeuings_two_fails_after_exactly_two_requeues(make_env:
     assert failed["status"]["numberOfRequeueings"] == 2
     assert failed["status"]["clearance"]["attempt"] == 3
     assert len(env.cycle_events("cycle.requeued", "limit")) == 2
+    # pauseTimeInSeconds from the spec, counted from clearedAt (the operator default is 0 here).
+    redispatched = env.cycle_events("cycle.redispatched", "limit")
+    assert [e.attempt for e in redispatched] == [2, 3]
+    for event in redispatched:
+        assert event.pause_seconds == 1.0
+        assert (event.occurred_at - event.cleared_at).total_seconds() >= 1.0
     (alert,) = await env.wait_event("alert.requeue.limit", "limit")
     assert alert.max_num_requeuings == 2
     # Failed still tears down: its teardown is cleared and nothing of the AppWrapper is left.

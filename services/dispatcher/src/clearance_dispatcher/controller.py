@@ -417,7 +417,7 @@ class Dispatcher:
             spec = entry.last_valid
             if spec is None:
                 continue
-            obs = observe(entry.raw)
+            obs = entry.observed
             if key in self.admitted:
                 out.append(dict(spec.requests))
             elif obs.phase in ("Dispatching", "Dispatched"):
@@ -431,7 +431,7 @@ class Dispatcher:
         for key, entry in self.state.appwrappers.items():
             if key in self.admitted or not isinstance(entry.parsed, AppWrapperSpec):
                 continue
-            obs = observe(entry.raw)
+            obs = entry.observed
             # New AppWrappers compete too, so the order does not depend on which status
             # write finished first; an admitted new one is queued, then dispatched.
             if obs.phase not in ("Queued", None):
@@ -451,7 +451,7 @@ class Dispatcher:
         self.metrics.queue_length.set(len(cands))
         phases: dict[str, int] = {}
         for entry in self.state.appwrappers.values():
-            name: str = observe(entry.raw).phase or "New"
+            name: str = entry.observed.phase or "New"
             phases[name] = phases.get(name, 0) + 1
         for phase in ("New", *STATE_OF_PHASE):
             self.metrics.appwrappers.labels(phase).set(phases.get(phase, 0))

@@ -73,9 +73,9 @@ def plan(
             continue
         missing = shortfall(cand.requests, remaining)
         if missing:
-            waiting[cand.key] = "insufficient capacity: " + ", ".join(
-                f"{name} short by {amount}" for name, amount in sorted(missing.items())
-            )
+            # Names only: the message must not change with every pod that comes and goes,
+            # or each waiting AppWrapper would get a status write per cluster change.
+            waiting[cand.key] = "insufficient capacity: not enough " + ", ".join(sorted(missing))
             if blocked_priority is None:
                 blocked_priority, blocker = cand.priority, cand
             continue

@@ -14,6 +14,7 @@ from typing import Any
 
 import msgspec
 from nats.js import api
+from opentelemetry.sdk.trace import TracerProvider
 from prometheus_client import CollectorRegistry
 
 from clearance import bus, events, labels, subjects
@@ -41,12 +42,21 @@ def _stream(name: str) -> StreamSpec:
 
 
 class Service:
-    def __init__(self, settings: DispatcherSettings) -> None:
+    def __init__(
+        self,
+        settings: DispatcherSettings,
+        *,
+        tracer_provider: TracerProvider | None = None,
+        kube_config: KubeConfig | None = None,
+    ) -> None:
+        """``tracer_provider``/``kube_config`` let a test run the service in-process."""
         self.settings = settings
+        self.kube_config = kube_config or KubeConfig(request_timeout=settings.kube_request_timeout)
         self.registry = CollectorRegistry()
         self.metrics = DispatcherMetrics(self.registry)
         self.bus_metrics = BusMetrics(self.registry)
-        self.provider = setup_tracing("clearance-dispatcher")
+        self.own_provider = tracer_provider is None
+        self.provider = tracer_provider or setup_tracing("clearance-dispatcher")
         self.tracer = self.provider.get_tracer("clearance_dispatcher")
         self.health = HealthServer(
             registry=self.registry, host=settings.http_host, port=settings.http_port
@@ -57,7 +67,7 @@ class Service:
 
     async def run(self, stop: asyncio.Event) -> int:
         settings = self.settings
-        kube = await Kube.connect(KubeConfig(request_timeout=settings.kube_request_timeout))
+        kube = await Kube.connect(self.kube_config)
         nc = await bus.connect(settings, name=f"clearance-dispatcher:{settings.holder_identity}")
         js = nc.jetstream(timeout=5)
         await bus.ensure_topology(js)
@@ -117,7 +127,8 @@ class Service:
             self.metrics.leader.set(0)
             await self.health.stop()
             await kube.close()
-            self.provider.shutdown()
+            if self.own_provider:
+                self.provider.shutdown()
         return code
 
     def _task(self, coro: Any, name: str) -> None:

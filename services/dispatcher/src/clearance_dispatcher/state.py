@@ -19,6 +19,7 @@ from clearance.events import NodeObject, PodObject
 from clearance_dispatcher.appwrapper import AppWrapperSpec, InvalidAppWrapper, parse_appwrapper
 from clearance_dispatcher.capacity import Resources, add, pod_requests
 from clearance_dispatcher.requeueing import Counts
+from clearance_dispatcher.status import Observed, observe
 
 Key = tuple[str, str]
 
@@ -41,6 +42,15 @@ class Entry:
     raw: dict[str, Any]
     parsed: AppWrapperSpec | InvalidAppWrapper
     last_valid: AppWrapperSpec | None
+    _observed: tuple[str, Observed] | None = None
+
+    @property
+    def observed(self) -> Observed:
+        """The parsed status, cached per resourceVersion (scans read it for every AW)."""
+        rv = self.rv
+        if self._observed is None or self._observed[0] != rv:
+            self._observed = (rv, observe(self.raw))
+        return self._observed[1]
 
     @property
     def uid(self) -> str:
