@@ -277,7 +277,7 @@ async def test_tracker_provisions_and_consumes_like_the_service(connect: Connect
 async def test_dispatcher_provisions_and_consumes_like_the_service(connect: Connect) -> None:
     nc = await connect("dispatcher")
     js = nc.jetstream(timeout=5)
-    await bus.ensure_topology(js)  # as clearance_dispatcher.service.Service.run does
+    await bus.ensure_topology(js, buckets=())  # as clearance_dispatcher.service.Service.run does
     with contextlib.suppress(nats.js.errors.NotFoundError):
         await js.delete_consumer(KUBE.name, KUBE_DURABLE)  # re-created at NEW on takeover
     await consume_one_of_each(connect, js, durables("dispatcher"))
@@ -396,6 +396,7 @@ REFUSED_PUBLISH: list[tuple[str, str]] = [
     ("watcher", "$JS.API.CONSUMER.MSG.NEXT.CLEARANCE_KUBE.clearance-tracker-kube"),
     ("watcher", "$JS.API.CONSUMER.CREATE.CLEARANCE_CYCLE.x.clearance.kube.v1.>"),
     ("dispatcher", "$JS.API.STREAM.MSG.GET.KV_clearance-teardowns"),
+    ("dispatcher", "$JS.API.STREAM.CREATE.KV_clearance-teardowns"),
     ("dispatcher", "$JS.API.DIRECT.GET.KV_clearance-teardowns.$KV.clearance-teardowns.k"),
     ("dispatcher", subjects.cycle_subject("team-a", "aw", "cleared")),
     ("dispatcher", subjects.cycle_subject("team-a", "aw", "deletion.confirmed")),

@@ -70,7 +70,8 @@ class Service:
         kube = await Kube.connect(self.kube_config)
         nc = await bus.connect(settings, name=f"clearance-dispatcher:{settings.holder_identity}")
         js = nc.jetstream(timeout=5)
-        await bus.ensure_topology(js)
+        # The dispatcher keeps no KV of its own: the tracker's bucket is the tracker's to make.
+        await bus.ensure_topology(js, buckets=(), replicas=settings.stream_replicas)
         dispatcher = self.dispatcher = Dispatcher(
             settings,
             kube=kube,

@@ -88,8 +88,10 @@ async def run(settings: TrackerSettings, *, stop: asyncio.Event) -> None:
                     settings.kv_bucket,
                     history=5,
                     description="Per-AppWrapper teardown state (tracker records + heartbeats).",
+                    replicas=settings.stream_replicas,
                 ),
             ),
+            replicas=settings.stream_replicas,
         )
         kv = await js.key_value(settings.kv_bucket)
         kube = await Kube.connect(

@@ -365,7 +365,11 @@ class Watcher:
 
     async def run(self, stop: asyncio.Event) -> None:
         js = self.nc.jetstream(timeout=self.settings.publish_timeout)
-        kube_stream = [spec for spec in bus.default_streams() if spec.name == subjects.KUBE_STREAM]
+        kube_stream = [
+            spec
+            for spec in bus.default_streams(replicas=self.settings.stream_replicas)
+            if spec.name == subjects.KUBE_STREAM
+        ]
         await bus.ensure_topology(js, streams=kube_stream, buckets=())
         s = self.settings
         if not s.leader_election:
