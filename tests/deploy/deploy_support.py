@@ -4,7 +4,6 @@ kubesim API server on a private event-loop thread (sync kubectl tests and async 
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import copy
 import functools
@@ -12,7 +11,6 @@ import os
 import re
 import shutil
 import subprocess
-import threading
 import time
 import urllib.error
 import urllib.request
@@ -22,6 +20,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import yaml
+
+from kubesim.background import BackgroundApiServer
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
@@ -115,42 +115,11 @@ def secret_values(objs: list[Obj], name: str) -> dict[str, str]:
     return values
 
 
-class KubesimThread:
+class KubesimThread(BackgroundApiServer):
     """An in-process kubesim ApiServer (API only, no controllers) on its own loop thread."""
 
-    def __init__(self, tmp: Path) -> None:
-        self.tmp = tmp
-        self.kubeconfig = tmp / "kubeconfig"
-        self.url = ""
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
-        self._server: Any = None
-
     def _call(self, coro: Awaitable[T], timeout: float = 15.0) -> T:
-        async def wrapper() -> T:
-            return await coro
-
-        return asyncio.run_coroutine_threadsafe(wrapper(), self._loop).result(timeout)
-
-    def start(self) -> KubesimThread:
-        from kubesim.apiserver import ApiServer
-
-        self._thread.start()
-
-        async def boot() -> str:
-            self._server = ApiServer()
-            url: str = await self._server.start(host="127.0.0.1", port=0)
-            self._server.write_kubeconfig(self.kubeconfig)
-            return url
-
-        self.url = self._call(boot())
-        return self
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._call(self._server.stop())
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(timeout=5)
+        return self.call(coro, timeout)
 
     def kubectl(self, *args: str, stdin: str | None = None) -> str:
         cache = self.tmp / "kubectl-cache"

@@ -4,7 +4,6 @@ object builders, and a reader of everything the watcher put on CLEARANCE_KUBE.""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import sys
 import threading
@@ -21,6 +20,7 @@ from nats.js import JetStreamContext, api
 
 from clearance import events, subjects
 from clearance.events import KubeEvent
+from kubesim.background import BackgroundApiServer
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -32,44 +32,11 @@ AW_LABEL = "appwrapper.mcad.ibm.com"
 Json = dict[str, Any]
 
 
-class KubeSim:
+class KubeSim(BackgroundApiServer):
     """An in-process kubesim ApiServer on a private loop thread, driven by blocking HTTP."""
 
-    def __init__(self, tmp: Path, **options: Any) -> None:
-        self.tmp = tmp
-        self.options = options
-        self.kubeconfig = tmp / "kubeconfig"
-        self.url = ""
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
-        self._server: Any = None
-
     def _call(self, coro: Awaitable[T], timeout: float = 15.0) -> T:
-        async def wrapper() -> T:
-            return await coro
-
-        return asyncio.run_coroutine_threadsafe(wrapper(), self._loop).result(timeout)
-
-    def start(self) -> KubeSim:
-        from kubesim.apiserver import ApiServer
-
-        self._thread.start()
-
-        async def boot() -> str:
-            self._server = ApiServer(**self.options)
-            url: str = await self._server.start(host="127.0.0.1", port=0)
-            self._server.write_kubeconfig(self.kubeconfig)
-            return url
-
-        self.url = self._call(boot())
-        return self
-
-    def stop(self) -> None:
-        if self._server is not None:
-            with contextlib.suppress(Exception):
-                self._call(self._server.stop())
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(timeout=5)
+        return self.call(coro, timeout)
 
     # -- HTTP -------------------------------------------------------------------------
 

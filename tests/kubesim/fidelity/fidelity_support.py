@@ -14,7 +14,6 @@ import contextlib
 import json
 import re
 import subprocess
-import threading
 import time
 import urllib.error
 import urllib.request
@@ -28,6 +27,8 @@ import yaml
 from kubernetes_asyncio import client as k8s
 from kubernetes_asyncio.client.rest import ApiException
 from kubernetes_asyncio.dynamic import DynamicClient
+
+from kubesim.background import BackgroundApiServer
 
 JsonObj = dict[str, Any]
 PatchType = Literal["merge", "json", "strategic"]
@@ -287,49 +288,14 @@ def outcome_from_kubectl(proc: subprocess.CompletedProcess[str]) -> Outcome:
 # The server under test, on its own event loop thread
 
 
-class ServerHandle:
+class ServerHandle(BackgroundApiServer):
     """An in-process kubesim ApiServer running on a private event-loop thread.
 
     A private loop lets one server serve a whole test module (sync kubectl tests and async tests,
     each with their own function-scoped loop) without pytest-asyncio loop-scope coupling."""
 
-    def __init__(self, tmp: Path, **options: Any) -> None:
-        self.tmp = tmp
-        self.options = options
-        self.kubeconfig = tmp / "kubeconfig"
-        self.url = ""
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
-        self._server: Any = None
-
     def _call(self, coro: Awaitable[T], timeout: float = 15.0) -> T:
-        async def wrapper() -> T:
-            return await coro
-
-        return asyncio.run_coroutine_threadsafe(wrapper(), self._loop).result(timeout)
-
-    def start(self) -> ServerHandle:
-        from kubesim.apiserver import ApiServer
-
-        self._thread.start()
-
-        async def boot() -> str:
-            self._server = ApiServer(**self.options)
-            url: str = await self._server.start(host="127.0.0.1", port=0)
-            self._server.write_kubeconfig(self.kubeconfig)
-            return url
-
-        self.url = self._call(boot())
-        return self
-
-    def stop(self) -> None:
-        if self._server is not None:
-            with contextlib.suppress(Exception):
-                self._call(self._server.stop())
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(timeout=5)
-        if not self._thread.is_alive():
-            self._loop.close()
+        return self.call(coro, timeout)
 
     # -- synchronous raw HTTP, for fixtures and admin hooks --------------------------------
 
