@@ -42,11 +42,14 @@ from clearance.settings import CommonSettings
 from clearance.stack import LocalStack, StackConfig
 
 from .common import CpuWindow, MiB, distribution, progress, rss_bytes
-from .observing import CycleFollower, PodLedger, Seen, cycle_filter
+from .observing import CycleFollower, PhaseLedger, PodLedger, Seen, cycle_filter
+from .profiling import ProfiledStack, hot_functions, hot_subtrees
 
 APPWRAPPERS = Resource("workload.codeflare.dev", "v1beta1", "appwrappers", "AppWrapper")
 NAMESPACE = "default"
 POLL_PERIOD = 5.0
+STALL_SECONDS = 30.0
+"""No cycle completing for this long ends the wait (the report says so)."""
 
 KUBESIM_FLAGS: tuple[str, ...] = (
     "--pod-start-delay", "50ms",
@@ -181,6 +184,35 @@ class PollingConfirmer:
         await asyncio.gather(*self._tasks, return_exceptions=True)
 
 
+async def _close(nc: Any) -> None:
+    """Drain, bounded: a drain must never hold the benchmark up."""
+    try:
+        await asyncio.wait_for(nc.drain(), 5)
+    except Exception:
+        with contextlib.suppress(Exception):
+            await nc.close()
+
+
+async def _diagnose(kube: Kube, stack: LocalStack) -> dict[str, Any]:
+    """Phases of the AppWrappers and liveness of each process, when the cycles stalled."""
+    out: dict[str, Any] = {
+        "processes_running": {
+            name: proc.running
+            for name, proc in {**stack.services, "kubesim": stack.kubesim}.items()
+            if proc is not None
+        }
+    }
+    with contextlib.suppress(Exception):
+        listed = await asyncio.wait_for(kube.list(APPWRAPPERS, namespace=NAMESPACE), 10)
+        phases: dict[str, int] = {}
+        for raw in listed.items:
+            status = msgspec.json.decode(raw).get("status") or {}
+            phase = (status.get("clearance") or {}).get("phase") or "None"
+            phases[phase] = phases.get(phase, 0) + 1
+        out["appwrapper_phases"] = phases
+    return out
+
+
 class _LabelsMeta(msgspec.Struct):
     labels: dict[str, str] = {}
 
@@ -243,18 +275,31 @@ async def idle_footprint(pids: dict[str, int], *, seconds: float) -> dict[str, d
     }
 
 
-async def run(*, cycles: int, appwrappers: int, baseline_cycles: int) -> dict[str, Any]:
+async def run(
+    *,
+    cycles: int,
+    appwrappers: int,
+    baseline_cycles: int,
+    profile: tuple[str, ...] = (),
+    env: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """One measured run; ``profile`` names services to run under pyinstrument instead;
+    ``env`` overrides service settings (an experiment, e.g. more dispatcher workers)."""
     workdir = Path(tempfile.mkdtemp(prefix="clearance-bench-"))
-    stack = LocalStack(
-        StackConfig(
-            workdir=workdir,
-            nodes=2,
-            kubesim_flags=KUBESIM_FLAGS,
-            env=SERVICE_ENV,
-            traces=False,
-        )
+    config = StackConfig(
+        workdir=workdir,
+        nodes=2,
+        kubesim_flags=KUBESIM_FLAGS,
+        env={**SERVICE_ENV, **(env or {})},
+        traces=False,
     )
-    progress("clearance: starting nats-server, kubesim and the three services")
+    stack = (
+        ProfiledStack(config, profiled=profile, outdir=workdir / "profiles")
+        if profile
+        else LocalStack(config)
+    )
+    what = f" ({', '.join(profile)} under pyinstrument)" if profile else ""
+    progress(f"clearance: starting nats-server, kubesim and the three services{what}")
     async with stack:
         pids = {name: proc.pid for name, proc in stack.services.items() if proc.pid}
         assert stack.kubesim is not None and stack.kubesim.pid and stack.nats and stack.nats.pid
@@ -272,24 +317,37 @@ async def run(*, cycles: int, appwrappers: int, baseline_cycles: int) -> dict[st
             nc, cycle_filter(NAMESPACE), on_event=poller.on_event
         ).start()
         ledger = await PodLedger(kube, NAMESPACE).start()
+        phases = await PhaseLedger(kube, APPWRAPPERS, NAMESPACE).start()
         names = [f"cycle-{i:02d}" for i in range(appwrappers)]
         sampler = Sampler({**pids, **others}).start()
+        diagnostics: dict[str, Any] = {}
         started = time.monotonic()
         try:
             for name in names:
                 await kube.create(APPWRAPPERS, appwrapper(name), namespace=NAMESPACE)
             progress(f"clearance: {appwrappers} AppWrappers cycling; waiting for {cycles} cycles")
             last_report = 0
+            last_count, last_change = 0, time.monotonic()
+            stalled = False
 
             def done() -> bool:
-                nonlocal last_report
+                nonlocal last_report, last_count, last_change, stalled
                 n = len(follower.of(events.CycleRedispatched))
                 if n >= last_report + 50:
                     last_report = n - n % 50
                     progress(f"clearance: {n}/{cycles} cycles")
+                if n != last_count:
+                    last_count, last_change = n, time.monotonic()
+                elif time.monotonic() - last_change > STALL_SECONDS:
+                    stalled = True  # no cycle completed for a long time: report what we have
+                    return True
                 return n >= cycles and poller.pending == 0
 
             finished = await follower.wait_until(done, timeout=max(120.0, cycles * 1.0))
+            if stalled:
+                progress(f"clearance: STALLED at {last_count} cycles; collecting diagnostics")
+                diagnostics = await _diagnose(kube, stack)
+            finished = finished and not stalled
             load_seconds = time.monotonic() - started
             loaded = await sampler.stop()
             for name in names:
@@ -297,16 +355,17 @@ async def run(*, cycles: int, appwrappers: int, baseline_cycles: int) -> dict[st
                     await kube.delete(APPWRAPPERS, name, namespace=NAMESPACE)
             await asyncio.sleep(0.5)
         finally:
-            await poller.stop()
-            await ledger.stop()
-            await follower.stop()
+            for step in (poller.stop(), ledger.stop(), phases.stop(), follower.stop()):
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(step, 10)
             await kube.close()
-            with contextlib.suppress(Exception):
-                await nc.drain()
+            await _close(nc)
+        progress("clearance: stopping the stack")
 
-    return analyse(
+    result: dict[str, Any] = analyse(
         follower=follower,
         ledger=ledger,
+        phases=phases,
         poller=poller,
         finished=finished,
         load_seconds=load_seconds,
@@ -314,12 +373,29 @@ async def run(*, cycles: int, appwrappers: int, baseline_cycles: int) -> dict[st
         idle=idle,
         loaded=loaded,
     )
+    if diagnostics:
+        result["stall_diagnostics"] = diagnostics
+    if isinstance(stack, ProfiledStack):
+        progress("clearance: reading the profiles")
+        result["profile"] = {}
+        for name in profile:
+            session = stack.session_path(name)
+            if session.exists():
+                result["profile"][name] = {
+                    "session": str(session),
+                    "hot_functions": hot_functions(session),
+                    "hot_project_functions": hot_subtrees(
+                        session, prefixes=(f"clearance_{name}", "clearance/")
+                    ),
+                }
+    return result
 
 
 def analyse(
     *,
     follower: CycleFollower,
     ledger: PodLedger,
+    phases: PhaseLedger,
     poller: PollingConfirmer,
     finished: bool,
     load_seconds: float,
@@ -342,7 +418,17 @@ def analyse(
     cleared_to_created: list[float] = []
     teardown_to_deleted: list[float] = []
     early: list[str] = []
+    to_queued: list[float] = []
+    queued_to_dispatching: list[float] = []
+    dispatching_to_created: list[float] = []
     for key, seen in sorted(cleared.items()):
+        queued = phases.first.get((key[0], "Queued", key[1]))
+        dispatching = phases.first.get((key[0], "Dispatching", key[1] + 1))
+        created_next = ledger.added.get((key[0], key[1] + 1))
+        if queued is not None and dispatching is not None and created_next is not None:
+            to_queued.append((queued - seen.stored) * 1000)
+            queued_to_dispatching.append((dispatching - queued) * 1000)
+            dispatching_to_created.append((created_next - dispatching) * 1000)
         deleted = ledger.deleted.get(key)
         created = ledger.added.get((key[0], key[1] + 1))
         if deleted is None or created is None:
@@ -378,7 +464,13 @@ def analyse(
         "deleted_to_redispatch_create_ms": distribution(to_created),
         "cleared_to_redispatch_create_ms": distribution(cleared_to_created),
         "teardown_started_to_deleted_ms": distribution(teardown_to_deleted),
+        "dispatcher_breakdown_ms": {
+            "cleared_stored_to_status_queued": distribution(to_queued),
+            "status_queued_to_status_dispatching": distribution(queued_to_dispatching),
+            "status_dispatching_to_pod_created": distribution(dispatching_to_created),
+        },
         "safety_violations": early,
+        "observer_watch_restarts": ledger.restarts,
         "baseline_poll_5s": {
             "measured_deleted_to_confirmed_ms": distribution(baseline),
             "measured_polls_per_teardown": distribution(

@@ -131,7 +131,7 @@ def machine() -> dict[str, Any]:
         "cpu_mhz": flags_mhz,
         "nproc": int(nproc) if nproc.isdigit() else os.cpu_count(),
         "memory_total": mem_total,
-        "free_m": free.strip(),
+        "free_m": free.rstrip(),
         "kernel": platform.release(),
         "python": platform.python_version(),
         "python_impl": platform.python_implementation(),

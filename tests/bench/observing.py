@@ -17,6 +17,7 @@ import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import msgspec
 from nats.aio.client import Client as NatsClient
@@ -27,8 +28,9 @@ from clearance.kube import PODS, Kube, KubeError
 
 
 class _Meta(msgspec.Struct):
-    name: str
-    uid: str
+    # Defaults everywhere: BOOKMARK objects carry only a resourceVersion.
+    name: str = ""
+    uid: str = ""
     resourceVersion: str = ""  # Kubernetes wire name
     labels: dict[str, str] = {}
 
@@ -61,14 +63,18 @@ class PodLedger:
     """(aw, attempt) → first ADDED of a pod of that attempt."""
     deleted: dict[tuple[str, int], float] = field(default_factory=dict)
     """(aw, attempt) → last DELETED of a pod of that attempt so far."""
+    restarts: int = 0
     _task: asyncio.Task[None] | None = None
 
     async def start(self) -> PodLedger:
-        listed = await self.kube.list(
-            PODS, namespace=self.namespace, label_selector=labels.ANY_APPWRAPPER
-        )
+        listed = await self._relist()
         self._task = asyncio.create_task(self._watch(listed.resource_version))
         return self
+
+    async def _relist(self) -> Any:
+        return await self.kube.list(
+            PODS, namespace=self.namespace, label_selector=labels.ANY_APPWRAPPER
+        )
 
     async def _watch(self, rv: str) -> None:
         while True:
@@ -82,7 +88,11 @@ class PodLedger:
                 ):
                     now = time.time()
                     if line.type == "ERROR":
-                        raise RuntimeError("the benchmark's pod watch expired")
+                        # Expired (410): start over from a fresh LIST; the cycles whose
+                        # events fell in the gap are left out of the figures.
+                        self.restarts += 1
+                        rv = (await self._relist()).resource_version
+                        break
                     meta = _OBJ.decode(line.object).metadata
                     rv = meta.resourceVersion or rv
                     if line.type not in ("ADDED", "DELETED"):
@@ -184,3 +194,73 @@ class CycleFollower:
                 await self._task
         with contextlib.suppress(Exception):
             await self._sub.unsubscribe()  # type: ignore[union-attr]
+
+
+class _Clearance(msgspec.Struct):
+    phase: str | None = None
+    attempt: int | None = None
+
+
+class _AwStatus(msgspec.Struct):
+    clearance: _Clearance | None = None
+
+
+class _Aw(msgspec.Struct):
+    metadata: _Meta
+    status: _AwStatus | None = None
+
+
+_AW = msgspec.json.Decoder(_Aw)
+
+
+@dataclass
+class PhaseLedger:
+    """When each AppWrapper's ``status.clearance`` first showed (phase, attempt).
+
+    It splits the dispatcher's share of a cycle: ``cleared`` → (TearingDown→) **Queued**
+    written → **Dispatching** of N+1 written → the first pod of N+1 created.
+    """
+
+    kube: Kube
+    resource: Any
+    namespace: str
+    first: dict[tuple[str, str, int], float] = field(default_factory=dict)
+    """(aw, phase, attempt) → first time seen."""
+    _task: asyncio.Task[None] | None = None
+
+    async def start(self) -> PhaseLedger:
+        listed = await self.kube.list(self.resource, namespace=self.namespace)
+        self._task = asyncio.create_task(self._watch(listed.resource_version))
+        return self
+
+    async def _watch(self, rv: str) -> None:
+        while True:
+            try:
+                async for line in self.kube.watch(
+                    self.resource,
+                    resource_version=rv,
+                    namespace=self.namespace,
+                    timeout_seconds=600,
+                ):
+                    now = time.time()
+                    if line.type == "ERROR":
+                        listed = await self.kube.list(self.resource, namespace=self.namespace)
+                        rv = listed.resource_version
+                        break
+                    if line.type == "BOOKMARK":
+                        rv = _OBJ.decode(line.object).metadata.resourceVersion or rv
+                        continue
+                    aw = _AW.decode(line.object)
+                    rv = aw.metadata.resourceVersion or rv
+                    cl = aw.status.clearance if aw.status is not None else None
+                    if cl is None or cl.phase is None or cl.attempt is None:
+                        continue
+                    self.first.setdefault((aw.metadata.name, cl.phase, cl.attempt), now)
+            except KubeError:
+                await asyncio.sleep(0.1)
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._task

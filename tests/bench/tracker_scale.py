@@ -39,6 +39,7 @@ from clearance.stack import LocalStack, StackConfig
 
 from .common import CpuWindow, MiB, distribution, progress, rss_bytes
 from .observing import CycleFollower, cycle_filter
+from .profiling import ProfiledStack, hot_functions, hot_subtrees
 
 NAMESPACES = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
 SPREAD = 50
@@ -105,19 +106,24 @@ async def tracker_counter(process: Any, name: str) -> float:
     return total
 
 
-async def run(*, teardowns: int, pods: int) -> dict[str, Any]:
+async def run(*, teardowns: int, pods: int, profile: bool = False) -> dict[str, Any]:
+    """One measured run; with ``profile`` the tracker runs under pyinstrument instead."""
     workdir = Path(tempfile.mkdtemp(prefix="clearance-bench-tracker-"))
-    stack = LocalStack(
-        StackConfig(
-            workdir=workdir,
-            nodes=0,
-            kubesim_flags=("--no-controllers",),
-            env=TRACKER_ENV,
-            services=("tracker",),
-            traces=False,
-        )
+    config = StackConfig(
+        workdir=workdir,
+        nodes=0,
+        kubesim_flags=("--no-controllers",),
+        env=TRACKER_ENV,
+        services=("tracker",),
+        traces=False,
     )
-    progress("tracker: starting nats-server, kubesim (API only) and clearance-tracker")
+    stack: LocalStack = (
+        ProfiledStack(config, profiled=("tracker",), outdir=workdir / "profiles")
+        if profile
+        else LocalStack(config)
+    )
+    what = " under pyinstrument" if profile else ""
+    progress(f"tracker: starting nats-server, kubesim (API only) and clearance-tracker{what}")
     async with stack:
         tracker = stack.services["tracker"]
         assert tracker.pid is not None
@@ -128,12 +134,27 @@ async def run(*, teardowns: int, pods: int) -> dict[str, Any]:
         js = nc.jetstream(timeout=30)
         follower = await CycleFollower(nc, cycle_filter(event="cleared")).start()
         try:
-            return await _drive(stack, tracker, kube, nc, js, follower, teardowns, pods)
+            result = await _drive(stack, tracker, kube, nc, js, follower, teardowns, pods)
         finally:
             await follower.stop()
             await kube.close()
-            with contextlib.suppress(Exception):
-                await nc.drain()
+            try:
+                await asyncio.wait_for(nc.drain(), 5)
+            except Exception:
+                with contextlib.suppress(Exception):
+                    await nc.close()
+    if isinstance(stack, ProfiledStack):
+        session = stack.session_path("tracker")
+        result["profile"] = {
+            "session": str(session),
+            "hot_functions": hot_functions(session) if session.exists() else [],
+            "hot_project_functions": hot_subtrees(
+                session, prefixes=("clearance_tracker", "clearance/", "nats/", "msgspec")
+            )
+            if session.exists()
+            else [],
+        }
+    return result
 
 
 async def _drive(

@@ -251,21 +251,25 @@ async def run_publish(lines: list[bytes], *, repeat: int) -> dict[str, Any]:
     }
 
 
-async def run(*, events: int, repeat: int) -> dict[str, Any]:
+async def run(*, events: int, model_events: int, repeat: int) -> dict[str, Any]:
+    """``model_events``: the model path is ~60x slower, so it runs on the first lines only
+    (rates are per event, from the same input)."""
     lines = [pod_line(i) for i in range(events)]
     progress(f"watcher: {events} pod watch lines, {repeat} runs per path")
     decode_runs = [run_decode(lines) for _ in range(repeat)]
-    progress("watcher: decode path done; kubernetes-asyncio model path")
-    model_runs = [await run_model(lines) for _ in range(repeat)]
+    progress(f"watcher: decode path done; kubernetes-asyncio model path ({model_events} lines)")
+    model_lines = lines[:model_events]
+    model_runs = [await run_model(model_lines) for _ in range(repeat)]
     progress("watcher: model path done; decode + publish to nats-server")
     publish = await run_publish(lines, repeat=repeat)
     decode_rate = [events / w for w, _ in decode_runs]
     decode_core = [events / c for _, c in decode_runs]
-    model_rate = [events / w for w, _ in model_runs]
-    model_core = [events / c for _, c in model_runs]
+    model_rate = [len(model_lines) / w for w, _ in model_runs]
+    model_core = [len(model_lines) / c for _, c in model_runs]
     ratio = sorted(d / m for d, m in zip(decode_core, model_core, strict=True))
     return {
         "events": events,
+        "model_events": len(model_lines),
         "line_bytes_avg": round(sum(map(len, lines)) / len(lines)),
         "decode_events_per_s": spread(decode_rate, digits=0),
         "decode_events_per_cpu_s": spread(decode_core, digits=0),
@@ -273,4 +277,25 @@ async def run(*, events: int, repeat: int) -> dict[str, Any]:
         "model_events_per_cpu_s": spread(model_core, digits=0),
         "decode_vs_model_per_core": spread(ratio, digits=1),
         "decode_publish": publish,
+    }
+
+
+async def profile_publish(*, events: int) -> dict[str, Any]:
+    """pyinstrument over one decode + publish run in this process (asyncio-aware)."""
+    from pyinstrument import Profiler
+
+    from .profiling import hot_from_session, hot_subtrees
+
+    lines = [pod_line(i) for i in range(events)]
+    profiler = Profiler(interval=0.0005, async_mode="disabled")
+    profiler.start()
+    await run_publish(lines, repeat=1)
+    session = profiler.stop()
+    return {
+        "events": events,
+        "hot_functions": hot_from_session(session),
+        "hot_project_functions": hot_subtrees(
+            session,
+            prefixes=("clearance_watcher", "clearance/", "nats/", "opentelemetry", "msgspec"),
+        ),
     }

@@ -1,0 +1,178 @@
+"""``make bench``: run every benchmark, print the table, write docs/benchmarks.{md,json}.
+
+    uv run --frozen --no-sync python -m tests.bench [--only NAME ...] [--quick] [--no-profile]
+
+Each benchmark is independent and runs in sequence (never two at once: they would share the
+cores). Targets that a run misses are profiled right away in a second, profiled run (the
+measured figures always come from the unprofiled run), and the report names the hot spots.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from . import (
+    clearance_latency,
+    dispatcher_queue,
+    footprint,
+    report,
+    tracker_scale,
+    watcher_ingest,
+)
+from .common import machine, progress
+
+BENCHMARKS = ("clearance", "watcher", "tracker", "dispatcher", "footprint")
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m tests.bench", description=__doc__)
+    parser.add_argument("--only", action="append", choices=BENCHMARKS, help="repeatable")
+    parser.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
+    parser.add_argument("--no-profile", action="store_true", help="skip the profiled reruns")
+    parser.add_argument("--cycles", type=int, default=240, help="clearance: requeue cycles")
+    parser.add_argument("--appwrappers", type=int, default=8, help="clearance: in parallel")
+    parser.add_argument("--baseline-cycles", type=int, default=20)
+    parser.add_argument("--teardowns", type=int, default=1000)
+    parser.add_argument("--pods", type=int, default=8)
+    parser.add_argument("--events", type=int, default=20_000, help="watcher: watch lines")
+    parser.add_argument("--model-events", type=int, default=2_000)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=20, help="dispatcher: scans per size")
+    parser.add_argument("--md", type=Path, default=ROOT / "docs" / "benchmarks.md")
+    parser.add_argument("--json", type=Path, default=ROOT / "docs" / "benchmarks.json")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.cycles, args.appwrappers, args.baseline_cycles = 40, 8, 4
+        args.teardowns, args.events, args.model_events = 100, 4_000, 400
+        args.repeat, args.rounds = 2, 5
+    return args
+
+
+async def main_async(args: argparse.Namespace, host: dict[str, Any]) -> dict[str, Any]:
+    selected = args.only or list(BENCHMARKS)
+    results: dict[str, Any] = {}
+    timings: dict[str, float] = {}
+
+    async def timed(name: str, coro: Any) -> None:
+        started = time.monotonic()
+        load = os.getloadavg()[0]
+        try:
+            results[name] = await coro
+        except Exception as exc:  # one broken benchmark must not hide the others
+            progress(f"{name}: FAILED: {type(exc).__name__}: {exc}")
+            results[name] = {"error": f"{type(exc).__name__}: {exc}"}
+        timings[name] = round(time.monotonic() - started, 1)
+        if isinstance(results[name], dict):
+            results[name]["load_average_1m"] = {
+                "before": round(load, 2),
+                "after": round(os.getloadavg()[0], 2),
+            }
+
+    async def sync(fn: Any, **kwargs: Any) -> Any:
+        return fn(**kwargs)
+
+    if "clearance" in selected:
+        await timed(
+            "clearance",
+            clearance_latency.run(
+                cycles=args.cycles,
+                appwrappers=args.appwrappers,
+                baseline_cycles=args.baseline_cycles,
+            ),
+        )
+    if "watcher" in selected:
+        await timed(
+            "watcher",
+            watcher_ingest.run(
+                events=args.events, model_events=args.model_events, repeat=args.repeat
+            ),
+        )
+    if "tracker" in selected:
+        await timed("tracker", tracker_scale.run(teardowns=args.teardowns, pods=args.pods))
+    if "dispatcher" in selected:
+        await timed("dispatcher", sync(dispatcher_queue.run, rounds=args.rounds))
+    if "footprint" in selected:
+        await timed("footprint", sync(footprint.run))
+
+    targets = report.targets(results)
+    profiles: dict[str, Any] = {}
+    if not args.no_profile:
+        missed = {t["id"] for t in targets if t["met"] is False}
+        if missed & {"redispatch_p99", "speedup"} and "clearance" in selected:
+            # The tracker is profiled in the tracker-scale rerun; one profiled service at a
+            # time keeps the profiled run close to the measured one.
+            progress("profile: clearance run again with the dispatcher profiled")
+            rerun = await clearance_latency.run(
+                cycles=max(40, args.cycles // 3),
+                appwrappers=args.appwrappers,
+                baseline_cycles=0,
+                profile=("dispatcher",),
+            )
+            profiles["clearance"] = rerun.get("profile", {})
+            progress("experiment: clearance run again with CLEARANCE_WORKERS=16 (dispatcher)")
+            experiment = await clearance_latency.run(
+                cycles=max(40, args.cycles // 2),
+                appwrappers=args.appwrappers,
+                baseline_cycles=0,
+                env={"CLEARANCE_WORKERS": "16"},
+            )
+            profiles["experiments"] = {
+                "dispatcher workers 16 (default 4)": {
+                    key: experiment.get(key)
+                    for key in (
+                        "cycles_measured",
+                        "cycles_per_second",
+                        "deleted_to_cleared_ms",
+                        "cleared_to_redispatch_create_ms",
+                        "dispatcher_breakdown_ms",
+                    )
+                }
+            }
+        if "teardowns" in missed and "tracker" in selected:
+            progress("profile: tracker scale run again with the tracker profiled")
+            rerun = await tracker_scale.run(teardowns=args.teardowns, pods=args.pods, profile=True)
+            profiles["tracker"] = rerun.get("profile", {})
+            profiles["tracker"]["profiled_run_latency_s"] = rerun.get(
+                "last_deletion_to_last_cleared_s"
+            )
+        if "watcher" in selected:
+            progress("profile: the watcher's decode + publish path in this process")
+            profiles["watcher"] = await watcher_ingest.profile_publish(events=args.events // 4)
+    return {
+        "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "command": "make bench"
+        + (f" BENCH_ARGS='{' '.join(sys.argv[1:])}'" if sys.argv[1:] else ""),
+        "machine": host,
+        "seconds_per_benchmark": timings,
+        "results": results,
+        "targets": targets,
+        "profiles": profiles,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(sys.argv[1:] if argv is None else argv)
+    started = time.monotonic()
+    progress(f"benchmarks: {', '.join(args.only or BENCHMARKS)}")
+    data = asyncio.run(main_async(args, machine()))
+    data["wall_seconds"] = round(time.monotonic() - started, 1)
+    data["machine"]["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(data, indent=2) + "\n")
+    args.md.write_text(report.markdown(data))
+    print(report.table(data))
+    print(f"\nwall time {data['wall_seconds']} s; wrote {args.md} and {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

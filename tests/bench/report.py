@@ -1,0 +1,482 @@
+"""The acceptance table, the console table and docs/benchmarks.md, from one run's results."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from .analysis import NOTES, OBSERVATIONS
+
+
+def _get(data: Any, *path: str) -> Any:
+    for key in path:
+        if not isinstance(data, dict) or key not in data:
+            return None
+        data = data[key]
+    return data
+
+
+def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each acceptance target of issue #9: the figure, the threshold, met or not."""
+    out: list[dict[str, Any]] = []
+
+    def add(tid: str, what: str, value: Any, unit: str, target: str, met: bool | None) -> None:
+        out.append(
+            {"id": tid, "target": what, "value": value, "unit": unit, "threshold": target,
+             "met": met}
+        )  # fmt: skip
+
+    c = results.get("clearance", {})
+    p99 = _get(c, "cleared_to_redispatch_create_ms", "p99")
+    add(
+        "redispatch_p99",
+        "cleared → redispatch create, p99 (pause 0)",
+        p99,
+        "ms",
+        "≤ 50 ms",
+        None if p99 is None else p99 <= 50,
+    )
+    baseline = _get(c, "baseline_poll_5s", "measured_deleted_to_confirmed_ms", "p50")
+    cleared = _get(c, "deleted_to_cleared_ms", "p50")
+    ratio = round(baseline / cleared, 1) if baseline and cleared else None
+    add(
+        "speedup",
+        "last deletion → confirmed, median: 5 s polling ÷ Clearance (cleared)",
+        ratio,
+        "x",
+        "≥ 100x",
+        None if ratio is None else ratio >= 100,
+    )
+    w = results.get("watcher", {})
+    decode = _get(w, "decode_events_per_cpu_s", "median")
+    add(
+        "watcher_rate",
+        "watcher decode path, events/s per core (median of runs)",
+        decode,
+        "events/s/core",
+        "≥ 20,000",
+        None if decode is None else decode >= 20_000,
+    )
+    vs = _get(w, "decode_vs_model_per_core", "median")
+    add(
+        "watcher_vs_model",
+        "watcher decode path ÷ kubernetes-asyncio model path (per core)",
+        vs,
+        "x",
+        "≥ 10x",
+        None if vs is None else vs >= 10,
+    )
+    t = results.get("tracker", {})
+    last = _get(t, "last_deletion_to_last_cleared_s")
+    n = _get(t, "teardowns")
+    add(
+        "teardowns",
+        f"{n or 1000} teardowns x {_get(t, 'pods_per_teardown') or 8} pods: "
+        "last deletion → last cleared",
+        last,
+        "s",
+        "≤ 5 s",
+        None if last is None else (last <= 5 and bool(_get(t, "all_cleared"))),
+    )
+    per_object = _get(t, "rss_bytes_per_tracked_object")
+    add(
+        "tracker_memory",
+        "tracker RSS per tracked object",
+        per_object,
+        "bytes",
+        "≤ 2 KB (2,048 B)",
+        None if per_object is None else per_object <= 2048,
+    )
+    idle = _get(c, "footprint", "idle") or {}
+    services = {k: v["rss_mib"] for k, v in idle.items() if k in SERVICES}
+    worst = max(services.values()) if services else None
+    add(
+        "idle_rss",
+        "idle RSS of each service (largest of " + ", ".join(
+            f"{k} {v}" for k, v in services.items()) + ")",
+        worst,
+        "MiB",
+        "≤ 80 MB",
+        None if worst is None else worst * 1.048576 <= 80,
+    )  # fmt: skip
+    return out
+
+
+SERVICES = ("watcher", "tracker", "dispatcher")
+
+
+def _mark(met: bool | None) -> str:
+    return {True: "met", False: "NOT MET", None: "n/a"}[met]
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        if value.is_integer() and abs(value) >= 100:
+            return f"{int(value):,}"
+        return f"{value:,.1f}"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return str(value)
+
+
+def _dist(d: Any, unit: str = "ms") -> str:
+    if not isinstance(d, dict) or not d.get("n"):
+        return "-"
+    return (
+        f"p50 {_fmt(d['p50'])} / p95 {_fmt(d['p95'])} / p99 {_fmt(d['p99'])} {unit} "
+        f"(min {_fmt(d['min'])}, max {_fmt(d['max'])}, n={d['n']})"
+    )
+
+
+def _spread(d: Any, unit: str = "") -> str:
+    if not isinstance(d, dict) or "median" not in d:
+        return "-"
+    return (
+        f"{_fmt(d['median'])}{unit} (min {_fmt(d['min'])}, max {_fmt(d['max'])}, {d['runs']} runs)"
+    )
+
+
+def figures(data: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """(benchmark, figure, value) rows of everything measured."""
+    r = data["results"]
+    rows: list[tuple[str, str, str]] = []
+    c = r.get("clearance", {})
+    if "error" in c:
+        rows.append(("1 clearance", "error", c["error"]))
+    elif c:
+        rows += [
+            ("1 clearance", "cycles measured (AppWrappers in parallel)",
+             f"{c['cycles_measured']} ({c['appwrappers_in_parallel']}), "
+             f"{c['cycles_per_second']} cycles/s"
+             + ("" if c.get("finished") else " - DID NOT FINISH: "
+                + json.dumps(c.get("stall_diagnostics", {})))),
+            ("1 clearance", "last deletion → cleared", _dist(c["deleted_to_cleared_ms"])),
+            ("1 clearance", "last deletion → redispatch create",
+             _dist(c["deleted_to_redispatch_create_ms"])),
+            ("1 clearance", "cleared → redispatch create",
+             _dist(c["cleared_to_redispatch_create_ms"])),
+            ("1 clearance", "  of which cleared → status Queued",
+             _dist(_get(c, "dispatcher_breakdown_ms", "cleared_stored_to_status_queued"))),
+            ("1 clearance", "  of which Queued → status Dispatching (N+1)",
+             _dist(_get(c, "dispatcher_breakdown_ms", "status_queued_to_status_dispatching"))),
+            ("1 clearance", "  of which Dispatching → pod created",
+             _dist(_get(c, "dispatcher_breakdown_ms", "status_dispatching_to_pod_created"))),
+            ("1 baseline", "5 s polling: last deletion → confirmed (measured)",
+             _dist(_get(c, "baseline_poll_5s", "measured_deleted_to_confirmed_ms"))),
+            ("1 baseline", "5 s polling: analytical (P - deletion delay, every cycle)",
+             _dist(_get(c, "baseline_poll_5s", "analytical_deleted_to_confirmed_ms"))),
+            ("1 baseline", "speed-up at the median (deletion → cleared | → redispatch)",
+             f"{_fmt(_ratio(c, 'deleted_to_cleared_ms'))}x | "
+             f"{_fmt(_ratio(c, 'deleted_to_redispatch_create_ms'))}x"),
+            ("1 clearance", "safety violations (N+1 created before N gone)",
+             str(len(c.get("safety_violations", [])))),
+        ]  # fmt: skip
+    w = r.get("watcher", {})
+    if "error" in w:
+        rows.append(("2 watcher", "error", w["error"]))
+    elif w:
+        p = w["decode_publish"]
+        rows += [
+            ("2 watcher", f"decode path, events/s per core ({w['line_bytes_avg']} B lines)",
+             _spread(w["decode_events_per_cpu_s"])),
+            ("2 watcher", "decode path, events/s wall", _spread(w["decode_events_per_s"])),
+            ("2 watcher", "kubernetes-asyncio V1Pod model path, events/s per core",
+             _spread(w["model_events_per_cpu_s"])),
+            ("2 watcher", "decode ÷ model (per core)", _spread(w["decode_vs_model_per_core"], "x")),
+            ("2 watcher", "decode + publish (PubAck), events/s wall",
+             _spread(p["events_per_s"])),
+            ("2 watcher", "decode + publish, events per CPU-s of the watcher side",
+             _spread(p["events_per_cpu_s_watcher_side"])),
+            ("2 watcher", "stored in JetStream / published",
+             f"{p['stored_in_jetstream']:,} / {p['expected_stored']:,}"),
+        ]  # fmt: skip
+    t = r.get("tracker", {})
+    if "error" in t:
+        rows.append(("3 tracker", "error", t["error"]))
+    elif t:
+        rows += [
+            ("3 tracker", "teardowns x pods (tracked objects)",
+             f"{t['teardowns']:,} x {t['pods_per_teardown']} ({t['tracked_objects']:,})"),
+            ("3 tracker", "API deletion of every pod (kubesim, before t0)",
+             f"{t['api_deletion_seconds']} s"),
+            ("3 tracker", "DELETED events injected into NATS after t0",
+             f"{t['injection_seconds']} s"),
+            ("3 tracker", "last deletion → last cleared",
+             f"{t['last_deletion_to_last_cleared_s']} s"),
+            ("3 tracker", "last deletion → each cleared", _dist(t["last_deletion_to_cleared_ms"])),
+            ("3 tracker", "tracker CPU during the burst",
+             f"{t['tracker_cpu_seconds_during_burst']} s"),
+            ("3 tracker", "tracker RSS idle → tracking → after burst",
+             f"{t['tracker_rss_idle_mib']} → {t['tracker_rss_tracking_mib']} → "
+             f"{t['tracker_rss_after_burst_mib']} MiB"),
+            ("3 tracker", "RSS per tracked object (per teardown)",
+             f"{t['rss_bytes_per_tracked_object']:,} B ({t['rss_bytes_per_teardown']:,} B)"),
+        ]  # fmt: skip
+    d = r.get("dispatcher", {})
+    if "error" in d:
+        rows.append(("4 dispatcher", "error", d["error"]))
+    elif d:
+        for q in d["by_queue_length"]:
+            rows.append(
+                (
+                    "4 dispatcher",
+                    f"{q['queued']:,} queued: decisions/s per core (scan ms)",
+                    f"{_spread(q['decisions_per_s'])}; scan {_spread(q['scan_ms'], ' ms')}; "
+                    f"{q['us_per_queued_appwrapper']} µs per AppWrapper; "
+                    f"x{q['scan_cost_vs_500']} the 500 cost",
+                )
+            )
+    f = _get(c, "footprint")
+    if f:
+        for name in (*SERVICES, "kubesim", "nats-server"):
+            idle, loaded = f["idle"].get(name), f["loaded"].get(name)
+            if idle and loaded:
+                rows.append(
+                    (
+                        "5 footprint",
+                        name,
+                        f"idle {idle['rss_mib']} MiB, {idle['cpu_percent_of_core']}% CPU; "
+                        f"loaded peak {loaded['rss_peak_mib']} MiB, "
+                        f"{loaded['cpu_percent_of_core']}% of a core",
+                    )
+                )
+    fp = r.get("footprint", {})
+    if fp and "error" not in fp:
+        ka = next(
+            (s for s in fp["cumulative_imports"] if s["import"] == "kubernetes_asyncio.client"),
+            None,
+        )
+        if ka:
+            rows.append(
+                ("5 footprint", "RSS added by importing kubernetes_asyncio.client",
+                 f"{ka['delta_mib']} MiB after the other libraries "
+                 f"({fp['kubernetes_asyncio_client_alone_mib']} MiB alone)")
+            )  # fmt: skip
+    return rows
+
+
+def _ratio(c: dict[str, Any], key: str) -> float | None:
+    base = _get(c, "baseline_poll_5s", "measured_deleted_to_confirmed_ms", "p50")
+    mine = _get(c, key, "p50")
+    return round(base / mine, 1) if base and mine else None
+
+
+def table(data: dict[str, Any]) -> str:
+    lines = []
+    rows = figures(data)
+    width = max((len(r[1]) for r in rows), default=10)
+    lines.append("FIGURES (this run)")
+    for bench, fig, value in rows:
+        lines.append(f"  {bench:<13} {fig:<{width}}  {value}")
+    lines.append("")
+    lines.append("TARGETS")
+    for t in data["targets"]:
+        lines.append(
+            f"  {_mark(t['met']):<8} {t['target']}: {_fmt(t['value'])} {t['unit']} "
+            f"(target {t['threshold']})"
+        )
+    return "\n".join(lines)
+
+
+def markdown(data: dict[str, Any]) -> str:
+    m = data["machine"]
+    out = [
+        "# Clearance benchmarks",
+        "",
+        "Generated by `make bench` (`tests/bench/`); every figure below comes from the run of "
+        f"**{data['generated_at']}**, which took **{data['wall_seconds']} s** of wall time. "
+        "Do not edit by hand: run `make bench` again.",
+        "",
+        "## Reproduce",
+        "",
+        "```sh",
+        data["command"],
+        "# one benchmark:  make bench BENCH_ARGS='--only tracker'",
+        "# smoke run:      make bench BENCH_ARGS='--quick --no-profile'",
+        "```",
+        "",
+        "## Machine",
+        "",
+        f"* CPU: {m['cpu_model']} ({m['cpu_mhz']} MHz), `nproc` = {m['nproc']}",
+        f"* memory: {m['memory_total']}; kernel {m['kernel']}",
+        f"* {m['python_impl']} {m['python']}; nats-server {m['nats_server']}",
+        f"* load average (1, 5, 15 min) at start {m['load_average_at_start']}, at end "
+        f"{m.get('load_average_at_end')}. The machine is shared: other work ran beside the "
+        "benchmarks, which inflates wall-clock latencies; per-core rates are CPU-time based "
+        "and are not inflated.",
+        "",
+        "```",
+        m["free_m"],
+        "```",
+        "",
+        "## Targets (issue #9)",
+        "",
+        "| target | figure | threshold | verdict |",
+        "|---|---|---|---|",
+    ]
+    for t in data["targets"]:
+        out.append(
+            f"| {t['target']} | {_fmt(t['value'])} {t['unit']} | {t['threshold']} | "
+            f"**{_mark(t['met'])}** |"
+        )
+    out += ["", "## Figures", "", "| benchmark | figure | value |", "|---|---|---|"]
+    for bench, fig, value in figures(data):
+        out.append(f"| {bench} | {fig} | {value} |")
+    out += ["", "Seconds per benchmark: " + ", ".join(
+        f"{k} {v}" for k, v in data["seconds_per_benchmark"].items()), ""]  # fmt: skip
+    out += _method()
+    out += _profiles(data)
+    out += _experiments(data)
+    out += _notes(data)
+    return "\n".join(out) + "\n"
+
+
+def _method() -> list[str]:
+    return [
+        "## What each benchmark does (and what was the bottleneck of the load)",
+        "",
+        "1. **Clearance latency** - `LocalStack`: nats-server, `kubesim serve` and the three "
+        "services as separate processes (tracing off, log level WARNING). AppWrappers cycle in "
+        "parallel, each a gang of two pods (minAvailable 2) whose second pod can never be "
+        "scheduled, requeue wait 1 s, pause 0: the dispatcher requeues, deletes both pods (the "
+        "running one terminates in kubesim's 300 ms), the tracker clears, the dispatcher creates "
+        "attempt N+1. The benchmark's own pod watch stamps the last DELETED of attempt N and the "
+        "first ADDED of N+1 (same stream, so its delay cancels); `cleared` is the JetStream store "
+        "time. The 5 s polling baseline (MCAD v2 / AppWrapper controller style: LIST after the "
+        "deletions, again every 5 s) runs for real on the first teardowns, on the same "
+        "deletions; the analytical column applies the same rule to every measured cycle. Load "
+        "generator: the AppWrappers themselves; the services, kubesim and nats-server share the "
+        "two cores, and CPU contention between the five processes is part of what is measured.",
+        "2. **Watcher ingest** - in-process, same input for every path: realistic 5 KB pod watch "
+        "lines. Decode path = `WatchLine` + msgspec into `PodObject` + `KubePodEvent` + JSON; "
+        "model path = kubernetes-asyncio `Watch.unmarshal_event(line, 'V1Pod')`; "
+        "decode + publish = the watcher's `Publisher` to a real nats-server with PubAck. "
+        "kubesim is not used (it cannot produce "
+        "thousands of pod changes per second: it would be the bottleneck). Per core = "
+        "events per CPU-second of this single-threaded process.",
+        "3. **Tracker scale** - nats-server, `kubesim serve --no-controllers` and the real "
+        "tracker only. 8,000 pods exist in the API; 1,000 `teardown.started` are recorded; then "
+        "every pod is deleted in the API (DELETE-collection, grace 0) and the 8,000 DELETED kube "
+        "events are **injected straight into NATS** by the benchmark (a watcher relaying a "
+        "kubesim burst would be the bottleneck); t0 = the moment the last API deletion "
+        "returned. The tracker's verification LIST/GETs still go to kubesim (part of the path). "
+        "Memory: tracker RSS once all teardowns are tracked minus idle RSS, per tracked object.",
+        "4. **Dispatcher** - the real `Dispatcher.scan()` (order + free capacity + plan, the "
+        "dispatcher's whole decision) over in-memory state: 200 nodes, 4,000 running pods, "
+        "500 / 1,000 / 5,000 queued AppWrappers of one priority (every one capacity-checked). "
+        "A full process would be bounded by kubesim (status writes, item creation), so the pure "
+        "modules are measured; CPU time of the scanning thread.",
+        "5. **Footprint** - `VmRSS` (`/proc/<pid>/status`) and `utime + stime` "
+        "(`/proc/<pid>/stat`) of each service: idle = 5 s after start-up settled, loaded = "
+        "during the clearance cycles (peak RSS, CPU as % of one core). Plus the resident cost of "
+        "each library a service imports.",
+        "",
+    ]
+
+
+def _profiles(data: dict[str, Any]) -> list[str]:
+    profiles = data.get("profiles") or {}
+    if not profiles:
+        return []
+    out = ["## Profiles of this run (pyinstrument)", ""]
+    out.append(
+        "Sampled in a second, profiled run (1 ms interval: the profiled run is slower; its "
+        "figures are not used above). *Inclusive* = time with the function on the stack, "
+        "event-loop idle wait excluded from the *own time* tables."
+    )
+    out.append("")
+    for area, sections in profiles.items():
+        if area == "experiments":
+            continue
+        if area == "watcher":
+            out += [
+                f"### watcher decode + publish ({sections.get('events')} events, in process)",
+                "",
+            ]
+            out += _frames(sections.get("hot_project_functions", []), "inclusive_s")
+            out += _frames(sections.get("hot_functions", []), "self_s")
+            continue
+        if area == "tracker":
+            out += [
+                f"### tracker scale (profiled run: {sections.get('profiled_run_latency_s')} s)",
+                "",
+            ]
+            out += _frames(sections.get("hot_project_functions", []), "inclusive_s")
+            out += _frames(sections.get("hot_functions", []), "self_s")
+            continue
+        for service, section in sections.items():
+            out += [f"### {area}: clearance-{service}", ""]
+            out += _frames(section.get("hot_project_functions", []), "inclusive_s")
+            out += _frames(section.get("hot_functions", []), "self_s")
+    return out
+
+
+def _experiments(data: dict[str, Any]) -> list[str]:
+    experiments = (data.get("profiles") or {}).get("experiments") or {}
+    baseline = data["results"].get("clearance") or {}
+    if not experiments or "error" in baseline:
+        return []
+    out = [
+        "## Experiment of this run: the dispatcher's work queue",
+        "",
+        "The same clearance benchmark (same AppWrappers in parallel, fewer cycles), run again "
+        "with one setting changed; compare with the main run above.",
+        "",
+        "| figure | main run | " + " | ".join(experiments) + " |",
+        "|---|---|" + "---|" * len(experiments),
+    ]
+    rows = [
+        ("last deletion → cleared", ("deleted_to_cleared_ms",)),
+        ("cleared → redispatch create", ("cleared_to_redispatch_create_ms",)),
+        ("  cleared → status Queued",
+         ("dispatcher_breakdown_ms", "cleared_stored_to_status_queued")),
+        ("  Queued → status Dispatching",
+         ("dispatcher_breakdown_ms", "status_queued_to_status_dispatching")),
+        ("  Dispatching → pod created",
+         ("dispatcher_breakdown_ms", "status_dispatching_to_pod_created")),
+    ]  # fmt: skip
+    for label, path in rows:
+        cells = [_dist(_get(baseline, *path))]
+        cells += [_dist(_get(e, *path)) for e in experiments.values()]
+        out.append(f"| {label} | " + " | ".join(cells) + " |")
+    out.append("")
+    return out
+
+
+def _frames(rows: list[dict[str, Any]], key: str) -> list[str]:
+    if not rows:
+        return []
+    title = "inclusive s" if key == "inclusive_s" else "own s (share of busy)"
+    out = [f"| function | {title} |", "|---|---|"]
+    for row in rows[:10]:
+        extra = f" ({row['share_of_busy']:.0%})" if "share_of_busy" in row else ""
+        out.append(f"| `{row['function']}` | {row[key]}{extra} |")
+    out.append("")
+    return out
+
+
+def _notes(data: dict[str, Any]) -> list[str]:
+    missed = [t for t in data["targets"] if t["met"] is False]
+    out = ["## Missed targets: bottleneck and proposed fix", ""]
+    tail = ["## Other observations", "", *(f"* {text}" for text in OBSERVATIONS.values()), ""]
+    if not missed:
+        return [*out, "Every target was met in this run.", "", *tail]
+    out.append(
+        "The bottleneck named for each missed target comes from the profiles and breakdowns "
+        "above (the analysis was written from the profiles of the 2026-12-02 runs; the "
+        "tables above are regenerated on every run, so check that they still say the same)."
+    )
+    out.append("")
+    for t in missed:
+        note = NOTES.get(t["id"])
+        if note is None:
+            continue
+        out += [f"### {t['target']}: {_fmt(t['value'])} {t['unit']} (target {t['threshold']})", ""]
+        out += [f"**Bottleneck.** {note['bottleneck']}", "", f"**Proposed fix.** {note['fix']}", ""]
+    return [*out, *tail]
+
+
+def dump(data: dict[str, Any]) -> str:
+    return json.dumps(data, indent=2)
