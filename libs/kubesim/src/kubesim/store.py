@@ -225,11 +225,18 @@ class Store:
         return self.rev + 1
 
     def put(self, resource: ResourceKey, obj: dict[str, Any], *, kind: str = "") -> dict[str, Any]:
-        """Create or replace; stamps metadata.resourceVersion with the new revision."""
+        """Create or replace; stamps metadata.resourceVersion with the new revision.
+
+        Like etcd3's GuaranteedUpdate, a replace that changes nothing is not a write: no new
+        revision, no watch event, the stored object is returned. (A second grace-0 DELETE of a
+        finalizer-held pod, or a re-applied unchanged manifest, must stay quiet.)
+        """
         meta = obj["metadata"]
         key = (meta.get("namespace") or "", meta["name"])
         table = self._objects.setdefault(resource, {})
         old = table.get(key)
+        if old is not None and _same_content(old, obj):
+            return old
         self.rev += 1
         meta["resourceVersion"] = str(self.rev)
         table[key] = obj
@@ -334,3 +341,19 @@ class Store:
         self._objects.pop(resource, None)
         for w in self._watchers.pop(resource, set()):
             w.close()
+
+
+def _same_content(old: dict[str, Any], new: dict[str, Any]) -> bool:
+    """Equal but for ``metadata.resourceVersion`` (which a write would restamp anyway)."""
+    if old.keys() != new.keys():
+        return False
+    for field, value in old.items():
+        if field == "metadata":
+            other = new["metadata"]
+            if {k: v for k, v in value.items() if k != "resourceVersion"} != {
+                k: v for k, v in other.items() if k != "resourceVersion"
+            }:
+                return False
+        elif new[field] != value:
+            return False
+    return True
