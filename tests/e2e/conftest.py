@@ -13,6 +13,7 @@ from __future__ import annotations
 import sys
 from collections.abc import AsyncIterator, Generator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -38,8 +39,8 @@ async def launch(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterato
     opened: list[Scenario] = []
     stacks: list[LocalStack] = []
 
-    async def start(**overrides: object) -> Scenario:
-        stack = LocalStack(stack_config(tmp_path / f"stack-{len(stacks)}", **overrides))  # type: ignore[arg-type]
+    async def start(**overrides: Any) -> Scenario:
+        stack = LocalStack(stack_config(tmp_path / f"stack-{len(stacks)}", **overrides))
         stacks.append(stack)
         await stack.start()
         scenario = await Scenario.open(stack)

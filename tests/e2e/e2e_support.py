@@ -14,8 +14,9 @@ in the API server itself. This module gathers those views:
   any object of an attempt ≤ N still exists;
 * :class:`Scenario` bundles the stack with a Kubernetes client and these views, plus the
   small API actions scenarios take (create an AppWrapper, strip a finalizer, lose a node);
-* the ``*_appwrapper`` builders and the timings are shared so each scenario says only what
-  is special about it.
+* the builders (:func:`appwrapper`, :func:`item`, :func:`pod_template`, :func:`requeuing`) and
+  the short timings are shared, so each scenario says only what is special about it;
+* :func:`check_cycle_trace` asserts DESIGN §6 on the trace of one requeue cycle.
 """
 
 from __future__ import annotations
@@ -35,9 +36,10 @@ from nats.aio.client import Client as NatsClient
 from nats.js import api
 
 from clearance import bus, events, labels, subjects
-from clearance.kube import JOBS, PODS, Kube, KubeConfig, KubeError, Resource
+from clearance.kube import EVENTS, JOBS, PODS, Kube, KubeConfig, KubeError, Resource
 from clearance.settings import CommonSettings
 from clearance.stack import LocalStack, StackConfig
+from clearance.traces import ReceivedSpan, waterfall
 
 APPWRAPPERS = Resource("workload.codeflare.dev", "v1beta1", "appwrappers", "AppWrapper")
 SERVICES = Resource("", "v1", "services", "Service")
@@ -208,23 +210,21 @@ class EventLog:
         return self
 
     async def _follow(self, sub: Any) -> None:
-        try:
-            while True:
-                try:
-                    msg = await sub.next_msg(timeout=1.0)
-                except TimeoutError:
-                    continue
-                try:
-                    event = events.decode(msg.data)
-                except events.EventDecodeError:
-                    self.undecodable.append((msg.subject, bytes(msg.data)))
-                    continue
-                async with self._changed:
-                    self.received.append(Received(event, msg.subject, time.time()))
-                    self._changed.notify_all()
-        finally:
-            with contextlib.suppress(Exception):
-                await sub.unsubscribe()
+        # No unsubscribe on the way out: it can hang on a cancelled ordered consumer, and
+        # closing the connection removes the ephemeral consumers anyway.
+        while True:
+            try:
+                msg = await sub.next_msg(timeout=1.0)
+            except TimeoutError:
+                continue
+            try:
+                event = events.decode(msg.data)
+            except events.EventDecodeError:
+                self.undecodable.append((msg.subject, bytes(msg.data)))
+                continue
+            async with self._changed:
+                self.received.append(Received(event, msg.subject, time.time()))
+                self._changed.notify_all()
 
     async def stop(self) -> None:
         for task in self._tasks:
@@ -238,6 +238,10 @@ class EventLog:
             for r in self.received
             if isinstance(r.event, kind) and all(getattr(r.event, k) == v for k, v in attrs.items())
         ]
+
+    def alerts(self) -> list[events.AlertEvent]:
+        """Every alert, in stream order."""
+        return [r.event for r in self.received if isinstance(r.event, events.AlertEvent)]
 
     def arrival(self, event: events.Event) -> float:
         return next(r.wall for r in self.received if r.event is event)
@@ -434,13 +438,22 @@ class Scenario:
         return cls(stack=stack, kube=kube, nc=nc, log=log, http=aiohttp.ClientSession())
 
     async def close(self) -> None:
-        for ledger in self.ledgers:
-            await ledger.stop()
-        await self.log.stop()
-        await self.http.close()
-        await self.kube.close()
-        with contextlib.suppress(Exception):
-            await self.nc.drain()
+        """Close the test's clients; a step that hangs is reported and skipped, never waited."""
+        steps: list[tuple[str, Callable[[], Awaitable[Any]]]] = [
+            *((f"ledger {ledger.selector}", ledger.stop) for ledger in self.ledgers),
+            ("event log", self.log.stop),
+            ("http session", self.http.close),
+            ("kube client", self.kube.close),
+            ("nats client", self.nc.close),
+        ]
+        for what, step in steps:
+            try:
+                async with asyncio.timeout(5):
+                    await step()
+            except TimeoutError:
+                print(f"e2e: closing the {what} hung for 5 s; left behind")
+            except Exception as exc:
+                print(f"e2e: closing the {what} failed: {exc!r}")
 
     # -- actions
 
@@ -493,6 +506,17 @@ class Scenario:
             found.extend(_api_object(resource.kind, raw) for raw in listed.items)
         return found
 
+    async def kube_events(self, appwrapper: str) -> list[dict[str, Any]]:
+        """Kubernetes Events whose involved object is the AppWrapper."""
+        listed = await self.kube.list(EVENTS, namespace=NAMESPACE)
+        found = [msgspec.json.decode(raw, type=dict[str, Any]) for raw in listed.items]
+        return [
+            e
+            for e in found
+            if (e.get("involvedObject") or {}).get("kind") == "AppWrapper"
+            and e["involvedObject"].get("name") == appwrapper
+        ]
+
     async def history(self) -> list[Write]:
         url = f"{self.stack.kubesim_url}/kubesim/v1/history"
         async with self.http.get(url, params={"namespace": NAMESPACE}) as response:
@@ -536,6 +560,104 @@ def pod_state(pod: Mapping[str, Any] | None) -> str:
 
 def condition(status: Mapping[str, Any], kind: str) -> dict[str, Any] | None:
     return next((c for c in status.get("conditions") or () if c.get("type") == kind), None)
+
+
+# ---------------------------------------------------------------------------- traces
+
+CYCLE_CHILDREN = frozenset(
+    {"teardown.delete", "deletion.await", "deletion.escalate", "cleared", "redispatch"}
+)
+"""Spans DESIGN §6 puts directly under ``requeue.cycle``."""
+
+
+def span_attempt(span: ReceivedSpan) -> object:
+    return span.attributes.get("clearance.attempt", span.attributes.get("attempt"))
+
+
+def span_appwrapper(span: ReceivedSpan) -> object:
+    return span.attributes.get("appwrapper.name", span.attributes.get("clearance.aw.name"))
+
+
+def orphans(trace: Sequence[ReceivedSpan]) -> list[ReceivedSpan]:
+    ids = {s.span_id for s in trace}
+    return [s for s in trace if s.parent_span_id is not None and s.parent_span_id not in ids]
+
+
+async def check_cycle_trace(
+    scenario: Scenario,
+    appwrapper: str,
+    attempt: int,
+    *,
+    closing: str | None = "redispatch",
+    timeout: float = 10.0,
+) -> list[ReceivedSpan]:
+    """Assert DESIGN §6 on the trace of the cycle that tore down ``attempt``; return it.
+
+    One ``requeue.cycle`` root (no parent) for this AppWrapper and attempt; its trace holds
+    ``teardown.delete``, ``deletion.await``, ``cleared`` and ``closing`` (the span that ends the
+    cycle), each a direct child of the root; spans from the dispatcher and the tracker; no
+    orphan (every parent was exported); and no cycle span of this attempt in another trace.
+    """
+    receiver = scenario.stack.receiver
+    assert receiver is not None, "the stack runs without a trace receiver"
+
+    def roots() -> list[ReceivedSpan]:
+        return [
+            s
+            for s in receiver.spans
+            if s.name == "requeue.cycle"
+            and span_appwrapper(s) == appwrapper
+            and span_attempt(s) == attempt
+        ]
+
+    async def root_arrived() -> list[ReceivedSpan]:
+        return roots()
+
+    try:
+        await eventually(
+            root_arrived, timeout=timeout, what=f"requeue.cycle of {appwrapper} attempt {attempt}"
+        )
+    except AssertionError as exc:
+        related: dict[str, list[str]] = {}
+        for s in receiver.spans:
+            if span_appwrapper(s) == appwrapper:
+                related.setdefault(s.trace_id, []).append(f"{s.service}:{s.name}")
+        raise AssertionError(f"{exc}; spans of {appwrapper} by trace: {related}") from None
+    (root,) = roots()
+    expected = {"teardown.delete", "deletion.await", "cleared"} | ({closing} if closing else set())
+
+    async def complete() -> bool:
+        trace = receiver.trace(root.trace_id)
+        return {s.name for s in trace} >= expected and not orphans(trace)
+
+    # Spans of different processes arrive in any order: give stragglers a moment.
+    with contextlib.suppress(AssertionError):
+        await eventually(complete, timeout=5, what="the whole trace")
+    trace = receiver.trace(root.trace_id)
+    print(f"trace of {appwrapper} attempt {attempt}:\n{waterfall(trace)}")  # shown on failure
+    assert root.parent_span_id is None
+    assert {s.name for s in trace} >= expected, sorted({s.name for s in trace})
+    misplaced = [
+        s.name for s in trace if s.name in CYCLE_CHILDREN and s.parent_span_id != root.span_id
+    ]
+    assert misplaced == [], misplaced
+    lost = orphans(trace)
+    assert lost == [], [
+        f"{s.service}: {s.name} at +{(s.start_ns - root.start_ns) / 1e9:.2f}s, parent "
+        f"{s.parent_span_id} never received"
+        for s in lost
+    ]
+    assert {"clearance-dispatcher", "clearance-tracker"} <= {s.service for s in trace}
+    strays = [
+        s.name
+        for s in receiver.spans
+        if s.name in CYCLE_CHILDREN - {"redispatch"}
+        and span_appwrapper(s) == appwrapper
+        and span_attempt(s) == attempt
+        and s.trace_id != root.trace_id
+    ]
+    assert strays == [], f"cycle spans of attempt {attempt} outside its trace: {strays}"
+    return trace
 
 
 # ------------------------------------------------------------------------ stacks

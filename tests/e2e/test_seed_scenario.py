@@ -35,6 +35,7 @@ from e2e_support import (
     ApiObject,
     Scenario,
     appwrapper,
+    check_cycle_trace,
     condition,
     dump_logs,
     eventually,
@@ -76,6 +77,7 @@ class SeedRun:
     final_pod: dict[str, Any]
     final_status: dict[str, Any]
     safety: list[str]
+    warnings: list[dict[str, Any]]
 
 
 async def drive(scenario: Scenario) -> SeedRun:
@@ -132,6 +134,7 @@ async def drive(scenario: Scenario) -> SeedRun:
         final_pod=final_pod,
         final_status=await scenario.status(SEED),
         safety=await scenario.safety_violations(),
+        warnings=await scenario.kube_events(SEED),
     )
 
 
@@ -161,7 +164,9 @@ async def seed_run(
     finally:
         if scenario is not None:
             await scenario.close()
-        module_items = [i for i in request.session.items if i.module is request.module]
+        module_items = [
+            i for i in request.session.items if getattr(i, "module", None) is request.module
+        ]
         if broken or any(failed(i) for i in module_items):
             dump_logs(stack)
             if scenario is not None:
@@ -206,10 +211,19 @@ async def test_stuck_pod_holds_the_job_without_churn_and_it_resumes_under_the_sa
     assert len(log.of(events.AlertDeletionForced, attempt=1)) == 1
     assert [e.node for e in log.of(events.AlertNodeLost, attempt=1)] == [run.node]
     assert not log.of(events.CycleFinalizersRemoved)
-    assert not log.of(events.AlertEvent) or all(a.attempt == 1 for a in log.of(events.AlertEvent))
+    assert {a.attempt for a in log.alerts()} == {1}
+
+    # Each escalation step is also one Kubernetes Warning Event on the AppWrapper.
+    warnings = Counter(
+        (e["reason"], e.get("count", 1))
+        for e in run.warnings
+        if e.get("type") == "Warning" and e["reason"] in ("DeletionStuck", "DeletionForced")
+    )
+    assert warnings == Counter({("DeletionStuck", 1): 1, ("DeletionForced", 1): 1}), warnings
 
     # Safety, from the API server's own write history.
     assert run.safety == []
+    await check_cycle_trace(run.scenario, SEED, 1)
 
 
 async def test_events_cli_prints_each_alert_as_one_json_object(seed_run: SeedRun) -> None:
@@ -235,6 +249,6 @@ async def test_events_cli_prints_each_alert_as_one_json_object(seed_run: SeedRun
         event = events.decode(line)
         assert isinstance(event, events.AlertEvent), line
         printed.append(event.msg_id())
-    stored = [e.msg_id() for e in scenario.log.of(events.AlertEvent)]
+    stored = [e.msg_id() for e in scenario.log.alerts()]
     assert len(stored) >= 3
     assert printed == stored

@@ -28,6 +28,7 @@ from e2e_support import (
     Launch,
     Scenario,
     appwrapper,
+    check_cycle_trace,
     condition,
     eventually,
     item,
@@ -105,6 +106,7 @@ async def test_finalizer_held_pod_blocks_redispatch_until_the_opt_in_strip_clear
     assert [e.attempt for e in log.of(events.CycleRequeued)] == [1]
     assert Counter(e.step for e in log.of(events.AlertDeletionStuck, attempt=1))["stuck_alert"] == 1
     assert await scenario.safety_violations() == []
+    await check_cycle_trace(scenario, "held", 1)
 
 
 async def test_lost_node_pod_is_force_deleted_at_the_deadline_and_cleared_soon_after(
@@ -135,12 +137,12 @@ async def test_lost_node_pod_is_force_deleted_at_the_deadline_and_cleared_soon_a
     assert [o.name for o in forced.objects] == ["lost-0"]
     # … and soon after it: a grace-0 delete of a finalizer-free pod is immediate.
     assert (cleared.cleared_at - forced.occurred_at).total_seconds() < 3.0
+    await log.wait_for(events.CycleRedispatched, attempt=2, timeout=20)
     assert len(log.of(events.AlertDeletionForced, attempt=1)) == 1
     assert [a.node for a in log.of(events.AlertNodeLost, attempt=1)] == [node]
-
-    await log.wait_for(events.CycleRedispatched, attempt=2, timeout=20)
     assert (await running_pod(scenario, "lost-0"))["spec"]["nodeName"] != node
     assert await scenario.safety_violations() == []
+    await check_cycle_trace(scenario, "lost", 1)
 
 
 async def test_slow_graceful_termination_within_the_deadline_is_never_forced(
@@ -179,6 +181,7 @@ async def test_slow_graceful_termination_within_the_deadline_is_never_forced(
     assert not log.of(events.AlertDeletionStuck, attempt=1)
     await log.wait_for(events.CycleRedispatched, attempt=2, timeout=20)
     assert await scenario.safety_violations() == []
+    await check_cycle_trace(scenario, "slow", 1)
 
 
 async def test_requeue_limit_fails_the_appwrapper_with_one_critical_alert(
@@ -197,10 +200,10 @@ async def test_requeue_limit_fails_the_appwrapper_with_one_critical_alert(
     failed = await log.wait_for(events.CycleFailed, timeout=40)
     assert failed.attempt == 2
     assert failed.reason == "MaxNumRequeuingsReached"
-    alerts = log.of(events.AlertRequeueLimit)
-    assert len(alerts) == 1
-    assert alerts[0].severity == "critical"
-    assert (alerts[0].number_of_requeueings, alerts[0].max_num_requeuings) == (1, 1)
+    alert = await log.wait_for(events.AlertRequeueLimit, timeout=10)
+    assert alert.attempt == 2
+    assert alert.severity == "critical"
+    assert (alert.number_of_requeueings, alert.max_num_requeuings) == (1, 1)
 
     status = await scenario.status("limited")
     assert status.get("state") == "Failed"
@@ -217,6 +220,9 @@ async def test_requeue_limit_fails_the_appwrapper_with_one_critical_alert(
     assert len(log.of(events.AlertRequeueLimit)) == 1
     assert await scenario.objects("limited") == []
     assert await scenario.safety_violations() == []
+    await check_cycle_trace(scenario, "limited", 1)
+    # The failed attempt's cycle ends with its cleared teardown: no redispatch closes it.
+    await check_cycle_trace(scenario, "limited", 2, closing=None)
 
 
 async def _none_left(scenario: Scenario, name: str) -> bool:
@@ -253,6 +259,7 @@ async def test_redispatch_pause_is_counted_from_cleared_not_from_the_requeue_dec
         teardown_seconds + pause
     )
     assert await scenario.safety_violations() == []
+    await check_cycle_trace(scenario, "paused", 1)
 
 
 async def test_blind_watcher_never_yields_an_early_cleared(launch: Launch) -> None:
@@ -275,7 +282,9 @@ async def test_blind_watcher_never_yields_an_early_cleared(launch: Launch) -> No
         return [(o.name, o.terminating) for o in left] == [("blind-0", True)]
 
     await eventually(only_held_pod_left, timeout=20, what="only the held pod to remain")
-    # The watcher dies: from now on nothing tells NATS that pods change or go.
+    # The watcher dies: from now on nothing tells NATS that pods change or go. (A moment
+    # first, so the spans it already ended are exported: SIGKILL loses the rest.)
+    await asyncio.sleep(0.5)
     scenario.stack.services["watcher"].kill()
     await asyncio.sleep(2.5)
     assert not log.of(events.CycleCleared, attempt=1)
@@ -301,6 +310,7 @@ async def test_blind_watcher_never_yields_an_early_cleared(launch: Launch) -> No
     assert len(log.of(events.CycleCleared, attempt=1)) == 1
     assert not log.of(events.CycleCleared, attempt=2)
     assert await scenario.safety_violations() == []
+    await check_cycle_trace(scenario, "blind", 1)
 
 
 async def test_multi_item_appwrapper_is_torn_down_completely_before_the_next_attempt(
@@ -366,3 +376,4 @@ async def test_multi_item_appwrapper_is_torn_down_completely_before_the_next_att
     assert violations == []
     # The history really contains both attempts (the check above is not vacuous).
     assert set(scenario.attempts().values()) == {1, 2}
+    await check_cycle_trace(scenario, "multi", 1)
