@@ -455,6 +455,7 @@ async def make_env(tmp_path: Path, nats_server_factory: Any) -> AsyncIterator[Cl
         tracker: bool = True,
         pod_run_time: float = 2.0,
         termination_delay: float = 0.2,
+        watcher: bool = True,
     ) -> Env:
         server = nats_server_factory()
         cluster = Cluster(
@@ -505,7 +506,7 @@ async def make_env(tmp_path: Path, nats_server_factory: Any) -> AsyncIterator[Cl
                 )
             else:
                 tasks.append(asyncio.create_task(_stand_in_tracker(env)))
-        if REAL_WATCHER:
+        if REAL_WATCHER and watcher:
             await env.start_service(
                 "clearance-watcher",
                 "watcher",

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from datetime import datetime
 from typing import Any
 
 from tests.dispatcher.conftest import job_appwrapper
@@ -71,3 +72,150 @@ async def test_requeue_cycle_is_one_trace_from_decision_to_redispatch(
     (redispatch,) = [s for s in in_trace if s.name == "redispatch"]
     assert redispatch.parent is not None and redispatch.parent.span_id == root.context.span_id
     assert any(s.name.endswith("teardown.started") for s in in_trace)  # PRODUCER span
+
+
+async def test_root_of_a_cycle_that_ends_failed_is_ended_by_its_cleared(
+    make_env: Any, tracing: Any
+) -> None:
+    """maxNumRequeuings reached → Failed + teardown: no redispatch follows, so the cycle's
+    root ends (outcome failed) when that teardown's ``cleared`` is handled, not at shutdown."""
+    env = await make_env()
+    settings = DispatcherSettings(
+        nats_url=env.nats_url,
+        http_host="127.0.0.1",
+        http_port=0,
+        intake="kube",
+        pause_time=0.0,
+        queue_scan_interval=0.5,
+        monitor_interval=0.3,
+        lease_duration=3.0,
+        lease_retry_period=0.5,
+        consumer_ack_wait=2.0,
+        stuck_alert_time=1.0,
+    )
+    service = Service(
+        settings,
+        tracer_provider=tracing.provider,
+        kube_config=KubeConfig(kubeconfig=str(env.cluster.kubeconfig_path)),
+    )
+    stop = asyncio.Event()
+    task = asyncio.create_task(service.run(stop))
+
+    def failed_roots() -> list[Any]:
+        return [
+            s
+            for s in tracing.exporter.get_finished_spans()
+            if s.name == "requeue.cycle" and s.attributes.get("clearance.attempt") == 2
+        ]
+
+    try:
+        await env.create_aw(
+            job_appwrapper(
+                "limited",
+                env.namespace,
+                unschedulable=True,
+                min_available=1,
+                completion=False,
+                requeuing={"timeInSeconds": 1, "growthType": "none", "maxNumRequeuings": 1},
+            )
+        )
+        cleared = await env.wait_event("cycle.cleared", "limited", count=2, timeout=40)
+        assert [e.attempt for e in cleared] == [1, 2]
+        for _ in range(50):  # the dispatcher handles cleared asynchronously
+            if failed_roots():
+                break
+            await asyncio.sleep(0.1)
+        (root,) = failed_roots()  # ended while the dispatcher still runs
+        assert root.attributes["clearance.outcome"] == "failed"
+        assert root.attributes["clearance.reason"] == "MaxNumRequeuingsReached"
+    finally:
+        stop.set()
+        with contextlib.suppress(Exception):
+            assert await asyncio.wait_for(task, 15) == 0
+
+
+async def test_restart_mid_teardown_re_creates_the_cycle_root_from_status(
+    make_env: Any, tracing: Any
+) -> None:
+    """The root lived in a process killed mid-teardown: the new leader emits it at the
+    redispatch with the ids of ``cycleTraceparent`` and the start ``cycleStartedAt``."""
+    env = await make_env()
+    await env.create_aw(
+        job_appwrapper(
+            "rerooted",
+            env.namespace,
+            unschedulable=True,
+            min_available=1,
+            completion=False,
+            requeuing={"timeInSeconds": 1, "growthType": "none"},
+        )
+    )
+    crashed = await env.start_dispatcher(
+        name="dispatcher-crashing",
+        wait=False,
+        CLEARANCE_INTAKE="kube",
+        CLEARANCE_TEST_CRASH_AT="teardown.published",
+        CLEARANCE_LEASE_DURATION="1s",
+        CLEARANCE_LEASE_RETRY_PERIOD="200ms",
+    )
+    for _ in range(300):
+        if not crashed.running:
+            break
+        await asyncio.sleep(0.1)
+    assert crashed.process.returncode == -9, crashed.output()
+    clearance = (await env.get_aw("rerooted"))["status"]["clearance"]
+    _, trace_hex, span_hex, _ = clearance["cycleTraceparent"].split("-")
+    assert clearance["cycleStartedAt"]
+    settings = DispatcherSettings(
+        nats_url=env.nats_url,
+        http_host="127.0.0.1",
+        http_port=0,
+        intake="kube",
+        pause_time=0.0,
+        queue_scan_interval=0.5,
+        monitor_interval=0.3,
+        lease_duration=1.0,
+        lease_retry_period=0.2,
+        consumer_ack_wait=2.0,
+        stuck_alert_time=1.0,
+    )
+    service = Service(
+        settings,
+        tracer_provider=tracing.provider,
+        kube_config=KubeConfig(kubeconfig=str(env.cluster.kubeconfig_path)),
+    )
+    stop = asyncio.Event()
+    task = asyncio.create_task(service.run(stop))
+
+    def roots() -> list[Any]:
+        return [
+            s
+            for s in tracing.exporter.get_finished_spans()
+            if s.name == "requeue.cycle" and s.attributes.get("clearance.attempt") == 1
+        ]
+
+    try:
+        await env.wait_event("cycle.redispatched", "rerooted", timeout=30)
+        for _ in range(50):
+            if roots():
+                break
+            await asyncio.sleep(0.1)
+        (root,) = roots()  # exported at the redispatch, not at shutdown
+    finally:
+        stop.set()
+        with contextlib.suppress(Exception):
+            assert await asyncio.wait_for(task, 15) == 0
+    assert root.parent is None
+    assert f"{root.context.trace_id:032x}" == trace_hex
+    assert f"{root.context.span_id:016x}" == span_hex
+    assert root.attributes["clearance.outcome"] == "redispatched"
+    assert root.attributes["clearance.reason"] == "MinPodsNotRunning"
+    started = datetime.fromisoformat(clearance["cycleStartedAt"].replace("Z", "+00:00"))
+    assert abs(root.start_time - int(started.timestamp() * 1e9)) < 1_000_000  # µs in status
+    (redispatch,) = [
+        s
+        for s in tracing.exporter.get_finished_spans()
+        if s.name == "redispatch" and s.context.trace_id == root.context.trace_id
+    ]
+    assert redispatch.parent is not None and redispatch.parent.span_id == root.context.span_id
+    assert len(roots()) == 1  # the root exists once (no second copy at shutdown)

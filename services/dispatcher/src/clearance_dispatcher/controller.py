@@ -54,6 +54,7 @@ from clearance.events import (
     CycleTeardownStarted,
     Event,
     KubeAppWrapperEvent,
+    KubeItemEvent,
     KubeNodeEvent,
     KubePodEvent,
     NodeObject,
@@ -65,7 +66,7 @@ from clearance.events import (
 from clearance.kube import NODES, PODS, Kube, KubeError, Resource
 from clearance.recording import record_event
 from clearance.telemetry import context_from_traceparent, traceparent_of
-from clearance_dispatcher import capacity, queueing
+from clearance_dispatcher import capacity, queueing, spans
 from clearance_dispatcher.appwrapper import (
     UNKNOWN_KIND,
     AppWrapperSpec,
@@ -229,6 +230,53 @@ class Dispatcher:
             root.set_attribute("clearance.outcome", outcome)
             root.end()
 
+    def _finish_cycle(
+        self, ref: AppWrapperRef, attempt: int, obs: Observed, *, outcome: str
+    ) -> None:
+        """End the cycle root of ``attempt``: the live span if this process holds it, else
+        (it died with a replica) the same span re-created from the status — its ids from
+        ``cycleTraceparent``, its start from ``cycleStartedAt`` — so the cycle's spans from
+        every process keep their parent. ``obs`` is the status read *before* the write that
+        cleared ``cycleStartedAt``."""
+        for root_key, live in list(self.roots.items()):
+            # By traceparent: a redispatch that failed to create its items (Failed) ends
+            # the cycle of the attempt before it.
+            if root_key[0] == ref.uid and traceparent_of(live) == obs.cycle_traceparent:
+                self._end_root(*root_key, outcome=outcome)
+                return
+        if (ref.uid, attempt) in self.roots:
+            self._end_root(ref.uid, attempt, outcome=outcome)
+            return
+        ids = spans.ids_of(obs.cycle_traceparent)
+        if ids is None or obs.cycle_started_at is None:
+            return
+        with spans.preset_ids(*ids):
+            root = self.tracer.start_span(
+                "requeue.cycle",
+                context=Context(),
+                start_time=spans.nanos(obs.cycle_started_at),
+                attributes={
+                    "appwrapper.namespace": ref.namespace,
+                    "appwrapper.name": ref.name,
+                    "appwrapper.uid": ref.uid,
+                    "clearance.attempt": attempt,
+                    "clearance.reason": obs.reason or "",
+                    "clearance.outcome": outcome,
+                    "clearance.recovered": True,
+                },
+            )
+        if (root.get_span_context().trace_id, root.get_span_context().span_id) != ids:
+            log.warning(  # a provider without spans.PresetIds: do not export a wrong root
+                "cycle root could not be re-created with its ids",
+                extra={"aw": f"{ref.namespace}/{ref.name}", "attempt": attempt},
+            )
+            return
+        root.end()
+        log.info(
+            "cycle root re-created from status",
+            extra={"aw": f"{ref.namespace}/{ref.name}", "attempt": attempt, "outcome": outcome},
+        )
+
     # --------------------------------------------------------------------------- intake
 
     def on_appwrapper(self, raw: dict[str, Any]) -> None:
@@ -336,6 +384,8 @@ class Dispatcher:
                 self.on_node_deleted(event.object.metadata.name, event.object.metadata.uid)
             else:
                 self.on_node(event.object)
+        elif isinstance(event, KubeItemEvent):
+            await self.on_pod_item(event)
         elif isinstance(event, KubeAppWrapperEvent):
             meta = event.object.metadata
             namespace = meta.namespace or ""
@@ -362,6 +412,57 @@ class Dispatcher:
                     return
                 raise Retry(1.0, f"GET appwrapper failed: {exc}") from exc
             self.on_appwrapper(raw)
+
+    async def on_pod_item(self, event: KubeItemEvent) -> None:
+        """A generic item that *is* a Pod (``kind: Pod`` in the AppWrapper).
+
+        The watcher publishes such a pod twice, as a ``pod`` and as an ``item`` event, with
+        the same ``Nats-Msg-Id`` (``uid:resourceVersion``): JetStream keeps whichever comes
+        first, so the pod event may never reach the stream. The item snapshot carries no
+        status, so the pod is re-read from the API when the item is newer than the cache.
+        """
+        obj = event.object
+        if obj.kind != "Pod" or obj.api_version != "v1":
+            return
+        meta = obj.metadata
+        if event.action == "DELETED":
+            self.on_pod_deleted(meta.uid)
+            return
+        current = self.state.pods.get(meta.uid)
+        if current is not None and not newer(
+            meta.resource_version, current.metadata.resource_version
+        ):
+            return
+        try:
+            raw = await self.kube.get(PODS, meta.name, namespace=meta.namespace)
+        except KubeError as exc:
+            if exc.not_found:
+                self.on_pod_deleted(meta.uid)
+                return
+            raise Retry(1.0, f"GET pod failed: {exc}") from exc
+        pod = _POD_DECODER.decode(raw)
+        if pod.metadata.uid != meta.uid:
+            self.on_pod_deleted(meta.uid)  # gone, and its name reused by a newer pod
+        self.on_pod(pod)
+
+    async def relist_pods_of(self, key: Key, spec: AppWrapperSpec) -> None:
+        """Quorum LIST of the AppWrapper's pods into the cache; cached ones not listed (and
+        not changed since the LIST) are dropped. Decisions that are rare and costly to get
+        wrong (requeue, fail, complete) count pods from this, never from the cache alone."""
+        selector = f"{labels.MCAD_APPWRAPPER}={spec.name},{labels.NAMESPACE}={spec.namespace}"
+        result = await self.kube.list(PODS, namespace=spec.namespace, label_selector=selector)
+        listed = set()
+        for raw_pod in result.items:
+            pod = _POD_DECODER.decode(raw_pod)
+            listed.add(pod.metadata.uid)
+            self.on_pod(pod)
+        for pod in list(self.state.pods_of(key)):
+            if pod.metadata.uid in listed or pod.metadata.namespace != spec.namespace:
+                continue
+            rv = pod.metadata.resource_version
+            if result.resource_version and newer(rv, result.resource_version):
+                continue  # an event newer than the LIST: keep it
+            self.on_pod_deleted(pod.metadata.uid)
 
     # ---------------------------------------------------------------------------- loops
 
@@ -859,7 +960,11 @@ class Dispatcher:
             if current.phase != "Dispatching" or current.attempt != attempt:
                 return None
             status: dict[str, Any] = {
-                "clearance": {"phase": "Dispatched", "dispatchedAt": micro_time(now)},
+                "clearance": {
+                    "phase": "Dispatched",
+                    "dispatchedAt": micro_time(now),
+                    "cycleStartedAt": None,  # the previous cycle's root ends below
+                },
                 "conditions": with_conditions(
                     raw,
                     {
@@ -888,7 +993,8 @@ class Dispatcher:
             self.metrics.redispatch_latency.observe(
                 max(0.0, (now - obs.cleared_at).total_seconds())
             )
-        self._end_root(spec.uid, attempt - 1, outcome="redispatched")
+        if attempt > 1:
+            self._finish_cycle(ref, attempt - 1, obs, outcome="redispatched")
         log.info(
             "dispatched",
             extra={"aw": f"{key[0]}/{key[1]}", "attempt": attempt, "items": len(outcome.refs)},
@@ -989,18 +1095,41 @@ class Dispatcher:
             return
         dispatched_at = obs.dispatched_at or now
         wait = current_wait(obs.requeueing_time_in_seconds, spec.requeuing, self._default_wait())
-        decision = decide(
-            now=now,
-            dispatched_at=dispatched_at,
-            first_dispatched_at=obs.first_dispatched_at,
-            counts=counts,
-            min_available=spec.min_available,
-            requeuing=spec.requeuing,
-            wait_seconds=wait,
-            default_wait=self._default_wait(),
-            number_of_requeueings=obs.number_of_requeueings,
-            dispatch_limit_seconds=spec.dispatch_limit_seconds,
-        )
+
+        def decision_for(counts: Counts) -> Keep | Requeue | Fail:
+            return decide(
+                now=now,
+                dispatched_at=dispatched_at,
+                first_dispatched_at=obs.first_dispatched_at,
+                counts=counts,
+                min_available=spec.min_available,
+                requeuing=spec.requeuing,
+                wait_seconds=wait,
+                default_wait=self._default_wait(),
+                number_of_requeueings=obs.number_of_requeueings,
+                dispatch_limit_seconds=spec.dispatch_limit_seconds,
+            )
+
+        decision = decision_for(counts)
+        if not isinstance(decision, Keep):
+            # Never tear an attempt down on cached counts alone (a lost or deduplicated pod
+            # event would requeue a running attempt every wait period): re-count from a
+            # quorum LIST first. Requeues are rare, the LIST is cheap.
+            await self.relist_pods_of(key, spec)
+            fresh = self.state.counts(key, attempt)
+            if fresh != counts:
+                log.info(
+                    "pod cache was stale; counts corrected from a LIST before deciding",
+                    extra={
+                        "aw": f"{key[0]}/{key[1]}",
+                        "attempt": attempt,
+                        "cached_running": counts.running,
+                        "running": fresh.running,
+                    },
+                )
+                counts = fresh
+                await self._write_counts(key, spec, counts, attempt)
+                decision = decision_for(counts)
         if isinstance(decision, Keep):
             next_check = self.settings.monitor_interval if spec.completion_items else None
             if decision.recheck_at is not None:
@@ -1088,11 +1217,7 @@ class Dispatcher:
     async def _complete(self, key: Key, entry: Entry, spec: AppWrapperSpec, attempt: int) -> None:
         now = self.now()
         # Final counts from a quorum LIST: pod events may lag the item's completion.
-        selector = f"{labels.MCAD_APPWRAPPER}={spec.name},{labels.NAMESPACE}={spec.namespace}"
-        for raw_pod in (
-            await self.kube.list(PODS, namespace=spec.namespace, label_selector=selector)
-        ).items:
-            self.on_pod(_POD_DECODER.decode(raw_pod))
+        await self.relist_pods_of(key, spec)
         counts = self.state.counts(key, attempt)
 
         def mutation(raw: dict[str, Any]) -> dict[str, Any] | None:
@@ -1149,6 +1274,7 @@ class Dispatcher:
         root = self.tracer.start_span(
             "requeue.cycle",
             context=Context(),
+            start_time=spans.nanos(now),
             attributes=self._span_attrs(spec, attempt, reason),
         )
         traceparent = traceparent_of(root)
@@ -1162,6 +1288,7 @@ class Dispatcher:
                 "teardownPublished": False,
                 "clearedAt": None,
                 "cycleTraceparent": traceparent,
+                "cycleStartedAt": micro_time(now),
                 "reason": reason,
                 "stuck": [],
             }
@@ -1354,9 +1481,11 @@ class Dispatcher:
             return
         now = self.now()
         attempt = event.attempt
+        before: list[Observed] = []
 
         def mutation(raw: dict[str, Any]) -> dict[str, Any] | None:
             current = observe(raw)
+            before[:] = [current]
             if (
                 current.attempt != attempt
                 or current.phase not in ("TearingDown", "Failed")
@@ -1385,6 +1514,8 @@ class Dispatcher:
                     f"Requeued because {raw.get('status', {}).get('message') or 'of a requeue'}",
                 )
                 status["queuejobstate"] = "Queueing"
+            else:
+                clearance["cycleStartedAt"] = None  # the Failed cycle's root ends below
             status["conditions"] = with_conditions(raw, conditions, now=now) or raw.get(
                 "status", {}
             ).get("conditions", [])
@@ -1404,6 +1535,9 @@ class Dispatcher:
         self.crash_point("cleared.recorded")
         self.metrics.cleared.labels("accepted").inc()
         log.info("cleared", extra={"aw": f"{aw.namespace}/{aw.name}", "attempt": attempt})
+        if before and before[0].phase == "Failed":
+            # No redispatch follows: the Failed attempt's cycle ends with its cleared.
+            self._finish_cycle(aw, attempt, before[0], outcome="failed")
         self.queue.add(key)
         self.request_scan()
 

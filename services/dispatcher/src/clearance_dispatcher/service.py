@@ -23,6 +23,7 @@ from clearance.informing import Change, Informer
 from clearance.kube import NODES, PODS, Kube, KubeConfig
 from clearance.leadership import LeaderElector
 from clearance.telemetry import HealthServer, setup_tracing
+from clearance_dispatcher import spans
 from clearance_dispatcher.controller import Dispatcher
 from clearance_dispatcher.metrics import DispatcherMetrics
 from clearance_dispatcher.settings import DispatcherSettings
@@ -57,6 +58,7 @@ class Service:
         self.bus_metrics = BusMetrics(self.registry)
         self.own_provider = tracer_provider is None
         self.provider = tracer_provider or setup_tracing("clearance-dispatcher")
+        spans.install(self.provider)  # before get_tracer: cycle roots re-created by id
         self.tracer = self.provider.get_tracer("clearance_dispatcher")
         self.health = HealthServer(
             registry=self.registry, host=settings.http_host, port=settings.http_port
@@ -168,12 +170,15 @@ class Service:
             spec = ConsumerSpec(
                 stream=kube_stream,
                 durable=KUBE_DURABLE,
+                # "item" too: a generic item that is a bare Pod is published by the watcher as
+                # a pod *and* an item event with the same Nats-Msg-Id (uid:rv), so JetStream
+                # may keep only the item one (see Dispatcher.on_pod_item).
                 filter_subjects=tuple(
-                    subjects.kube_filter(kind=k) for k in ("appwrapper", "pod", "node")
+                    subjects.kube_filter(kind=k) for k in ("appwrapper", "pod", "node", "item")
                 ),
                 ack_wait=settings.consumer_ack_wait,
                 deliver_policy=api.DeliverPolicy.NEW,
-                description="dispatcher: AppWrapper, pod and node events",
+                description="dispatcher: AppWrapper, pod, node and item events",
             )
             await self._consume(js, spec, dispatcher.handle_kube_event, concurrency=1)
             # Capacity needs every pod, but the watcher publishes only AppWrapper pods: the

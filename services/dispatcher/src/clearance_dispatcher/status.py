@@ -77,6 +77,9 @@ class Observed:
     teardown_published: bool = False
     cleared_at: datetime | None = None
     cycle_traceparent: str | None = None
+    cycle_started_at: datetime | None = None
+    """Start of the cycle root span; set while that root is not yet ended (any process)."""
+    reason: str | None = None
     invalid_generation: int | None = None
     failed_before_dispatch: bool = False
 
@@ -104,6 +107,8 @@ def observe(raw: Mapping[str, Any]) -> Observed:
         cycle_traceparent=cl.get("cycleTraceparent")
         if isinstance(cl.get("cycleTraceparent"), str)
         else None,
+        cycle_started_at=parse_time(cl.get("cycleStartedAt")),
+        reason=cl.get("reason") if isinstance(cl.get("reason"), str) else None,
         invalid_generation=_int(cl.get("invalidGeneration")),
     )
 
