@@ -221,7 +221,7 @@ def test_kube_msg_id_names_the_object_state_not_the_verb() -> None:
     modified = by_type(events.KubePodEvent)
     meta = modified.object.metadata
     relisted = msgspec.structs.replace(modified, action="ADDED")
-    assert modified.msg_id() == relisted.msg_id() == f"{meta.uid}:{meta.resource_version}"
+    assert modified.msg_id() == relisted.msg_id() == f"pod:{meta.uid}:{meta.resource_version}"
     newer = msgspec.structs.replace(
         modified,
         object=msgspec.structs.replace(
@@ -242,7 +242,7 @@ def test_real_and_inferred_deletions_share_one_msg_id() -> None:
             obj, metadata=msgspec.structs.replace(obj.metadata, resource_version="1")
         ),
     )
-    assert real.msg_id() == inferred.msg_id() == f"{obj.metadata.uid}:DELETED"
+    assert real.msg_id() == inferred.msg_id() == f"pod:{obj.metadata.uid}:DELETED"
 
 
 # ------------------------------------------------------------- raw Kubernetes JSON
@@ -535,3 +535,14 @@ def test_snapshot_item_fills_in_what_list_items_omit() -> None:
     assert (item.kind, item.api_version, item.metadata.name) == ("Service", "v1", "svc")
     with pytest.raises(msgspec.ValidationError, match="kind"):
         events.snapshot_item(raw)
+
+
+def test_the_same_pod_watched_as_pod_and_as_item_gets_two_msg_ids() -> None:
+    """A bare Pod wrapped by an AppWrapper is both a pod and an item: both copies are stored."""
+    pod = by_type(events.KubePodEvent)
+    item = events.KubeItemEvent(
+        action=pod.action,
+        observed_at=pod.observed_at,
+        object=events.ItemObject(kind="Pod", api_version="v1", metadata=pod.object.metadata),
+    )
+    assert pod.msg_id() != item.msg_id()

@@ -3,14 +3,14 @@ redispatches after ``cleared`` and then *monitors* the new attempt like the old 
 its pod runs, so it is never requeued.
 
 The AppWrapper wraps a bare Pod. The watcher publishes such a pod twice, as a ``pod`` and as an
-``item`` event, with the same ``Nats-Msg-Id`` (``uid:resourceVersion``), so JetStream keeps
-whichever comes first; when only the ``item`` events survive, a dispatcher that reads pod
-events alone never sees the pod run (found by tests/e2e/test_cycle_trace.py). The periodic
-re-LIST is pushed out of the test's window so it cannot hide that.
+``item`` event. Until the kind joined the ``Nats-Msg-Id``, both copies carried the same id and
+JetStream kept whichever came first; when only the ``item`` events survived, a dispatcher that
+read pod events alone never saw the pod run (found by tests/e2e/test_cycle_trace.py). The
+dispatcher now reads both and re-LISTs before any requeue; the periodic re-LIST is pushed out
+of the test's window so it cannot hide a regression.
 
-Which copy JetStream keeps is a race in the real watcher, so the deterministic test runs a
-stand-in watcher that publishes the pod *only* as ``item`` events (the losing outcome); the
-second test runs the real watcher.
+The deterministic test runs a stand-in watcher that publishes the pod *only* as ``item`` events
+(the worst case); the second test runs the real watcher.
 """
 
 from __future__ import annotations

@@ -45,10 +45,12 @@ Message ids
   `cycle.deletion.confirmed`, the step for `alert.deletion.stuck`, the node for
   `alert.node.lost`. Republishing the same fact after a crash dedups; a new fact
   never collides with an old one.
-* kube ADDED/MODIFIED: `<uid>:<resourceVersion>`. The id names the object *state*,
+* kube ADDED/MODIFIED: `<kind>:<uid>:<resourceVersion>` (kind: pod, node, appwrapper,
+  item — a bare Pod wrapped by an AppWrapper is reported both as `pod` and as `item`, and
+  both copies must be stored). The id names the object *state*,
   not the verb, so a relist that re-announces an unchanged object as ADDED dedups
   against the MODIFIED that first reported that state.
-* kube DELETED: `<uid>:DELETED`, for a real DELETED and for a tombstone the watcher
+* kube DELETED: `<kind>:<uid>:DELETED`, for a real DELETED and for a tombstone the watcher
   inferred after a relist (`inferred=True`) alike. A uid is deleted exactly once, so
   whichever of the two reaches JetStream first inside the dedup window wins and the
   other is dropped; the two carry different resourceVersions (the real one has the
@@ -432,10 +434,12 @@ class _KubeEvent(_Event, frozen=True, kw_only=True):
         return subjects.kube_subject(self.kube_kind, meta.namespace, meta.name)
 
     def msg_id(self) -> str:
+        # The kind token keeps apart the two events of one object watched twice: a bare Pod
+        # wrapped by an AppWrapper is both a `pod` and an `item` (same uid and version).
         meta = self.object.metadata
         if self.action == "DELETED":
-            return f"{meta.uid}:DELETED"
-        return f"{meta.uid}:{meta.resource_version}"
+            return f"{self.kube_kind}:{meta.uid}:DELETED"
+        return f"{self.kube_kind}:{meta.uid}:{meta.resource_version}"
 
 
 class KubeAppWrapperEvent(_KubeEvent, frozen=True, kw_only=True, tag="kube.appwrapper"):
