@@ -347,13 +347,13 @@ def _same_content(old: dict[str, Any], new: dict[str, Any]) -> bool:
     """Equal but for ``metadata.resourceVersion`` (which a write would restamp anyway)."""
     if old.keys() != new.keys():
         return False
-    for field, value in old.items():
-        if field == "metadata":
+    for name, value in old.items():
+        if name == "metadata":
             other = new["metadata"]
             if {k: v for k, v in value.items() if k != "resourceVersion"} != {
                 k: v for k, v in other.items() if k != "resourceVersion"
             }:
                 return False
-        elif new[field] != value:
+        elif new[name] != value:
             return False
     return True
