@@ -271,7 +271,7 @@ async def run_scenario(
         for line in _metrics_summary(stack) or ["  (no metrics read)"]:
             out(line)
         narrator.say("stopping everything …")
-    narrator.say(f"done. Logs: {workdir / 'logs'}")
+    narrator.say("done: every process stopped")
     return 0
 
 
@@ -393,4 +393,6 @@ def run_demo(*, stuck_for: timedelta, workdir: str | None = None) -> int:
         return 1
     if workdir is None:
         shutil.rmtree(path, ignore_errors=True)
+    else:
+        print(f"logs kept in {path / 'logs'}", flush=True)
     return code
