@@ -46,8 +46,10 @@ EVENTS_RES = Resource("", "v1", "events", "Event")
 NAMESPACES = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
 
 _STANDALONE = os.environ.get("DISPATCHER_TESTS_STANDALONE") == "1"
-REAL_TRACKER = not _STANDALONE and Path(venv_script("clearance-tracker")).exists()
-REAL_WATCHER = not _STANDALONE and Path(venv_script("clearance-watcher")).exists()
+# The real watcher and tracker run unless DISPATCHER_TESTS_STANDALONE=1 asks for stand-ins;
+# a missing console script then fails the tests instead of silently switching to stand-ins.
+REAL_TRACKER = not _STANDALONE
+REAL_WATCHER = not _STANDALONE
 
 
 def job_appwrapper(

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 
-import pytest
 from tracker_support import (
     CRD_FILE,
     NAMESPACE,
@@ -23,8 +22,6 @@ APPWRAPPERS = Resource("workload.codeflare.dev", "v1beta1", "appwrappers", "AppW
 CRDS = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CRD", False)
 NAMESPACES = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
 SLOW = TeardownPolicy(stuck_alert_seconds=60, force_deletion_seconds=570, pause_seconds=0)
-
-pytestmark = pytest.mark.skipif(not CRD_FILE.exists(), reason="deploy/crd not present")
 
 
 async def _appwrapper(stack: Stack, name: str) -> dict[str, object]:
