@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import AsyncIterator
 from datetime import datetime
 from typing import Any
 
@@ -18,22 +19,25 @@ from clearance_dispatcher.service import Service
 from clearance_dispatcher.settings import DispatcherSettings
 
 
-async def test_requeue_cycle_is_one_trace_from_decision_to_redispatch(
-    make_env: Any, tracing: Any
-) -> None:
-    env = await make_env()
+@contextlib.asynccontextmanager
+async def running_dispatcher(env: Any, tracing: Any, **overrides: Any) -> AsyncIterator[Service]:
+    """The dispatcher in this process (its spans go to ``tracing``); on exit it is stopped and
+    must exit 0."""
     settings = DispatcherSettings(
-        nats_url=env.nats_url,
-        http_host="127.0.0.1",
-        http_port=0,
-        intake="kube",
-        pause_time=0.0,
-        queue_scan_interval=0.5,
-        monitor_interval=0.3,
-        lease_duration=3.0,
-        lease_retry_period=0.5,
-        consumer_ack_wait=2.0,
-        stuck_alert_time=1.0,
+        **{
+            "nats_url": env.nats_url,
+            "http_host": "127.0.0.1",
+            "http_port": 0,
+            "intake": "kube",
+            "pause_time": 0.0,
+            "queue_scan_interval": 0.5,
+            "monitor_interval": 0.3,
+            "lease_duration": 3.0,
+            "lease_retry_period": 0.5,
+            "consumer_ack_wait": 2.0,
+            "stuck_alert_time": 1.0,
+            **overrides,
+        }
     )
     service = Service(
         settings,
@@ -43,6 +47,18 @@ async def test_requeue_cycle_is_one_trace_from_decision_to_redispatch(
     stop = asyncio.Event()
     task = asyncio.create_task(service.run(stop))
     try:
+        yield service
+    finally:
+        stop.set()
+        code = await asyncio.wait_for(task, 15)
+    assert code == 0
+
+
+async def test_requeue_cycle_is_one_trace_from_decision_to_redispatch(
+    make_env: Any, tracing: Any
+) -> None:
+    env = await make_env()
+    async with running_dispatcher(env, tracing):
         await env.create_aw(
             job_appwrapper(
                 "traced",
@@ -54,10 +70,6 @@ async def test_requeue_cycle_is_one_trace_from_decision_to_redispatch(
             )
         )
         await env.wait_event("cycle.redispatched", "traced", timeout=30)
-    finally:
-        stop.set()
-        with contextlib.suppress(Exception):
-            assert await asyncio.wait_for(task, 15) == 0
     spans = tracing.exporter.get_finished_spans()
     (root,) = [
         s for s in spans if s.name == "requeue.cycle" and s.attributes.get("clearance.attempt") == 1
@@ -80,26 +92,6 @@ async def test_root_of_a_cycle_that_ends_failed_is_ended_by_its_cleared(
     """maxNumRequeuings reached → Failed + teardown: no redispatch follows, so the cycle's
     root ends (outcome failed) when that teardown's ``cleared`` is handled, not at shutdown."""
     env = await make_env()
-    settings = DispatcherSettings(
-        nats_url=env.nats_url,
-        http_host="127.0.0.1",
-        http_port=0,
-        intake="kube",
-        pause_time=0.0,
-        queue_scan_interval=0.5,
-        monitor_interval=0.3,
-        lease_duration=3.0,
-        lease_retry_period=0.5,
-        consumer_ack_wait=2.0,
-        stuck_alert_time=1.0,
-    )
-    service = Service(
-        settings,
-        tracer_provider=tracing.provider,
-        kube_config=KubeConfig(kubeconfig=str(env.cluster.kubeconfig_path)),
-    )
-    stop = asyncio.Event()
-    task = asyncio.create_task(service.run(stop))
 
     def failed_roots() -> list[Any]:
         return [
@@ -108,7 +100,7 @@ async def test_root_of_a_cycle_that_ends_failed_is_ended_by_its_cleared(
             if s.name == "requeue.cycle" and s.attributes.get("clearance.attempt") == 2
         ]
 
-    try:
+    async with running_dispatcher(env, tracing):
         await env.create_aw(
             job_appwrapper(
                 "limited",
@@ -128,10 +120,6 @@ async def test_root_of_a_cycle_that_ends_failed_is_ended_by_its_cleared(
         (root,) = failed_roots()  # ended while the dispatcher still runs
         assert root.attributes["clearance.outcome"] == "failed"
         assert root.attributes["clearance.reason"] == "MaxNumRequeuingsReached"
-    finally:
-        stop.set()
-        with contextlib.suppress(Exception):
-            assert await asyncio.wait_for(task, 15) == 0
 
 
 async def test_restart_mid_teardown_re_creates_the_cycle_root_from_status(
@@ -166,26 +154,6 @@ async def test_restart_mid_teardown_re_creates_the_cycle_root_from_status(
     clearance = (await env.get_aw("rerooted"))["status"]["clearance"]
     _, trace_hex, span_hex, _ = clearance["cycleTraceparent"].split("-")
     assert clearance["cycleStartedAt"]
-    settings = DispatcherSettings(
-        nats_url=env.nats_url,
-        http_host="127.0.0.1",
-        http_port=0,
-        intake="kube",
-        pause_time=0.0,
-        queue_scan_interval=0.5,
-        monitor_interval=0.3,
-        lease_duration=1.0,
-        lease_retry_period=0.2,
-        consumer_ack_wait=2.0,
-        stuck_alert_time=1.0,
-    )
-    service = Service(
-        settings,
-        tracer_provider=tracing.provider,
-        kube_config=KubeConfig(kubeconfig=str(env.cluster.kubeconfig_path)),
-    )
-    stop = asyncio.Event()
-    task = asyncio.create_task(service.run(stop))
 
     def roots() -> list[Any]:
         return [
@@ -194,17 +162,13 @@ async def test_restart_mid_teardown_re_creates_the_cycle_root_from_status(
             if s.name == "requeue.cycle" and s.attributes.get("clearance.attempt") == 1
         ]
 
-    try:
+    async with running_dispatcher(env, tracing, lease_duration=1.0, lease_retry_period=0.2):
         await env.wait_event("cycle.redispatched", "rerooted", timeout=30)
         for _ in range(50):
             if roots():
                 break
             await asyncio.sleep(0.1)
         (root,) = roots()  # exported at the redispatch, not at shutdown
-    finally:
-        stop.set()
-        with contextlib.suppress(Exception):
-            assert await asyncio.wait_for(task, 15) == 0
     assert root.parent is None
     assert f"{root.context.trace_id:032x}" == trace_hex
     assert f"{root.context.span_id:016x}" == span_hex
