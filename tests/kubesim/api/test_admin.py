@@ -64,3 +64,35 @@ def test_write_kubeconfig_is_usable(kubeconfig: object) -> None:
     cfg = yaml.safe_load(Path(str(kubeconfig)).read_text())
     assert cfg["current-context"] == "kubesim"
     assert cfg["clusters"][0]["cluster"]["server"].startswith("http://127.0.0.1:")
+
+
+async def test_history_names_the_writing_client_and_commit_time(
+    http: aiohttp.ClientSession, core_api: k8s.CoreV1Api, ns: str
+) -> None:
+    core_api.api_client.user_agent = "writer-a/1 (replica-a)"
+    before = time.time()
+    await core_api.create_namespaced_config_map(
+        ns, {"metadata": {"name": "c", "labels": {"clearance.dev/attempt": "2"}}}
+    )
+    core_api.api_client.user_agent = "writer-b/1 (replica-b)"
+    await core_api.delete_namespaced_config_map("c", ns)
+    after = time.time()
+    doc = await (await http.get(f"/kubesim/v1/history?namespace={ns}&kind=ConfigMap")).json()
+    added, deleted = doc["items"]
+    assert (added["userAgent"], added["verb"]) == ("writer-a/1 (replica-a)", "create")
+    assert (deleted["userAgent"], deleted["verb"]) == ("writer-b/1 (replica-b)", "delete")
+    assert added["labels"] == {"clearance.dev/attempt": "2"}
+    assert before <= added["time"] <= deleted["time"] <= after
+    assert added["terminating"] is False
+
+
+async def test_request_log_records_reads_and_failed_writes_by_client(
+    http: aiohttp.ClientSession, core_api: k8s.CoreV1Api, ns: str
+) -> None:
+    core_api.api_client.user_agent = "reader-x/1"
+    await core_api.list_namespaced_config_map(ns)
+    code, _ = await api_error(core_api.delete_namespaced_config_map("missing", ns))
+    assert code == 404
+    doc = await (await http.get("/kubesim/v1/requests?userAgent=reader-x")).json()
+    assert [(r["verb"], r["code"]) for r in doc["items"]] == [("list", 200), ("delete", 404)]
+    assert all(r["started"] <= r["ended"] for r in doc["items"])

@@ -145,6 +145,20 @@ class KubeConfig:
     kubeconfig: str | None = None
     context: str | None = None
     request_timeout: float = 30.0
+    user_agent: str | None = None
+    """``User-Agent`` of every request; see :func:`user_agent`. The API server's audit log
+    (and kubesim's write history) names the writing client by it."""
+
+
+def user_agent(service: str, identity: str) -> str:
+    """``clearance-<service>/<version> (<identity>; pid <pid>)``: one client per process."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        release = version("clearance")
+    except PackageNotFoundError:  # pragma: no cover - running from a source tree
+        release = "0"
+    return f"clearance-{service}/{release} ({identity}; pid {os.getpid()})"
 
 
 class Kube:
@@ -168,7 +182,10 @@ class Kube:
             k8s_config.load_incluster_config(  # type: ignore[no-untyped-call]
                 client_configuration=configuration
             )
-        return cls(k8s_client.ApiClient(configuration), request_timeout=config.request_timeout)
+        api = k8s_client.ApiClient(configuration)
+        if config.user_agent:
+            api.user_agent = config.user_agent
+        return cls(api, request_timeout=config.request_timeout)
 
     @property
     def host(self) -> str:

@@ -6,8 +6,11 @@
 * `POST /kubesim/v1/drop-watches`: closes every open watch (clients see EOF).
 * `POST /kubesim/v1/compact`: forgets the change ring; older resourceVersions answer 410.
 * `GET /kubesim/v1/history?since=RV&limit=N&kind=K&namespace=NS&name=N`: the ordered change
-  log `{rv,type,kind,group,resource,namespace,name,uid}`. It is a separate bounded audit log,
-  so it survives compaction (tests compare consumer output with what really happened).
+  log `{rv,type,kind,group,resource,namespace,name,uid,time,userAgent,verb,labels,owners,
+  terminating,node}` (see :mod:`kubesim.audit`). It is a separate bounded audit log, so it
+  survives compaction (tests compare consumer output with what really happened).
+* `GET /kubesim/v1/requests?since=ID&userAgent=SUBSTRING`: the request log
+  `{id,started,ended,method,path,verb,userAgent,code}`, oldest first.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from typing import Any
 
 from aiohttp import web
 
+from kubesim.audit import RequestLog
 from kubesim.statuses import ApiError, injected
 from kubesim.store import Store
 
@@ -97,23 +101,20 @@ def history_entries(store: Store, query: dict[str, str]) -> list[dict[str, Any]]
             continue
         if name and e.name != name:
             continue
-        out.append(
-            {
-                "rv": str(e.rev),
-                "type": e.type,
-                "kind": e.kind,
-                "group": e.group,
-                "resource": e.resource,
-                "namespace": e.namespace,
-                "name": e.name,
-                "uid": e.uid,
-            }
-        )
+        out.append(e.to_json())
     limit = int(query.get("limit") or 0)
     return out[-limit:] if limit else out
 
 
-def add_admin_routes(app: web.Application, *, store: Store, faults: FaultInjector) -> None:
+def request_entries(requests: RequestLog, query: dict[str, str]) -> list[dict[str, Any]]:
+    since = int(query.get("since") or 0)
+    agent = query.get("userAgent") or ""
+    return [r.to_json() for r in requests.since(since) if agent in r.user_agent]
+
+
+def add_admin_routes(
+    app: web.Application, *, store: Store, faults: FaultInjector, requests: RequestLog
+) -> None:
     async def post_fail(request: web.Request) -> web.Response:
         body = await request.json()
         faults.add(body if isinstance(body, dict) else {})
@@ -134,6 +135,10 @@ def add_admin_routes(app: web.Application, *, store: Store, faults: FaultInjecto
         entries = history_entries(store, dict(request.query))
         return web.json_response({"resourceVersion": str(store.rev), "items": entries})
 
+    async def request_log(request: web.Request) -> web.Response:
+        return web.json_response({"items": request_entries(requests, dict(request.query))})
+
+    app.router.add_get("/kubesim/v1/requests", request_log)
     app.router.add_post("/kubesim/v1/fail", post_fail)
     app.router.add_delete("/kubesim/v1/fail", delete_fail)
     app.router.add_post("/kubesim/v1/drop-watches", drop_watches)

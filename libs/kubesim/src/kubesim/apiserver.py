@@ -28,6 +28,7 @@ from aiohttp import web
 
 from kubesim import discovery, openapi, protobuf, tables
 from kubesim.admin import FaultInjector, add_admin_routes
+from kubesim.audit import Actor, RequestLog, RequestRecord, current_actor, verb_of
 from kubesim.deletion import DeleteOptions
 from kubesim.kubeconfig import write_kubeconfig
 from kubesim.registry import Registry
@@ -78,6 +79,16 @@ def _find_duplicates(body: bytes) -> list[str]:
     return dupes
 
 
+def _is_collection(path: str) -> bool:
+    """True for a collection path (``…/pods``), false for an object (``…/pods/p``)."""
+    parts = [p for p in path.split("/") if p]
+    # /api/v1/<plural>[/<name>...] or /apis/<g>/<v>/<plural>[/<name>...], with namespaces/<ns>
+    rest = parts[2:] if parts[:1] == ["api"] else parts[3:]
+    if len(rest) >= 2 and rest[0] == "namespaces" and len(rest) != 2:
+        rest = rest[2:]
+    return len(rest) <= 1
+
+
 class _Route:
     __slots__ = ("name", "namespace", "rt", "subresource")
 
@@ -115,12 +126,13 @@ class ApiServer:
         self.shutdown_timeout = shutdown_timeout
         self.too_large_rv_wait = too_large_rv_wait
         self.faults = FaultInjector()
+        self.requests = RequestLog()
         self.openapi = openapi.OpenApiDocuments(self.resources)
         self.app = web.Application(middlewares=[self._middleware], client_max_size=64 * 1024**2)
         self._runner: web.AppRunner | None = None
         self.url = ""
         self._stopping = False
-        add_admin_routes(self.app, store=self.store, faults=self.faults)
+        add_admin_routes(self.app, store=self.store, faults=self.faults, requests=self.requests)
         r = self.app.router
         r.add_get("/version", self._version)
         r.add_get("/version/", self._version)
@@ -176,6 +188,36 @@ class ApiServer:
 
     @web.middleware
     async def _middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        if request.path.startswith("/kubesim/"):
+            return await self._handle(request, handler)
+        watch = request.query.get("watch") in ("1", "true", "True")
+        record = RequestRecord(
+            id=self.requests.next_id(),
+            started=time.time(),
+            ended=0.0,
+            method=request.method,
+            path=request.path,
+            verb=verb_of(request.method, collection=_is_collection(request.path), watch=watch),
+            user_agent=request.headers.get("User-Agent", ""),
+            code=0,
+        )
+        current_actor.set(Actor(record.user_agent, record.verb, record.id))
+        if watch:
+            record.ended = record.started
+            self.requests.add(record)
+        try:
+            response = await self._handle(request, handler)
+            record.code = response.status
+            return response
+        except BaseException:
+            record.code = record.code or 500
+            raise
+        finally:
+            if not watch:
+                record.ended = time.time()
+                self.requests.add(record)
+
+    async def _handle(self, request: web.Request, handler: Handler) -> web.StreamResponse:
         if not request.path.startswith("/kubesim/"):
             rule = self.faults.match(request.method, request.path)
             if rule is not None:

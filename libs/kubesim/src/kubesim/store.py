@@ -18,6 +18,8 @@ from typing import Any, Literal
 
 import msgspec
 
+from kubesim.audit import AuditEntry, entry_for
+
 ResourceKey = tuple[str, str]  # (group, plural)
 ObjectKey = tuple[str, str]  # (namespace, name)
 EventType = Literal["ADDED", "MODIFIED", "DELETED"]
@@ -134,18 +136,6 @@ class Watcher:
     def close(self) -> None:
         self.closed = True
         self.wakeup.set()
-
-
-@dataclass(frozen=True, slots=True)
-class AuditEntry:
-    rev: int
-    type: EventType
-    group: str
-    resource: str
-    namespace: str
-    name: str
-    uid: str
-    kind: str
 
 
 class Store:
@@ -274,15 +264,14 @@ class Store:
             self.horizon = self._history[0].rev
         self._history.append(change)
         self.audit.append(
-            AuditEntry(
-                change.rev,
-                change.type,
-                change.resource[0],
-                change.resource[1],
-                change.namespace,
-                change.name,
-                str((change.obj.get("metadata") or {}).get("uid", "")),
-                kind,
+            entry_for(
+                rev=change.rev,
+                type_=change.type,
+                resource=change.resource,
+                namespace=change.namespace,
+                name=change.name,
+                obj=change.obj,
+                kind=kind,
             )
         )
         shared: dict[str, WatchEvent] = {}

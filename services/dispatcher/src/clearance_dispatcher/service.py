@@ -20,7 +20,7 @@ from prometheus_client import CollectorRegistry
 from clearance import bus, events, labels, subjects
 from clearance.bus import BusMetrics, Consumer, ConsumerSpec, StreamSpec
 from clearance.informing import Change, Informer
-from clearance.kube import NODES, PODS, Kube, KubeConfig
+from clearance.kube import NODES, PODS, Kube, KubeConfig, user_agent
 from clearance.leadership import LeaderElector
 from clearance.telemetry import HealthServer, setup_tracing
 from clearance_dispatcher import spans
@@ -52,7 +52,10 @@ class Service:
     ) -> None:
         """``tracer_provider``/``kube_config`` let a test run the service in-process."""
         self.settings = settings
-        self.kube_config = kube_config or KubeConfig(request_timeout=settings.kube_request_timeout)
+        self.kube_config = kube_config or KubeConfig(
+            request_timeout=settings.kube_request_timeout,
+            user_agent=user_agent("dispatcher", settings.holder_identity),
+        )
         self.registry = CollectorRegistry()
         self.metrics = DispatcherMetrics(self.registry)
         self.bus_metrics = BusMetrics(self.registry)

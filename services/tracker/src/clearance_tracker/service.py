@@ -17,7 +17,7 @@ from nats.js import api
 from prometheus_client import CollectorRegistry
 
 from clearance import bus, events, subjects
-from clearance.kube import Kube, KubeConfig
+from clearance.kube import Kube, KubeConfig, user_agent
 from clearance.telemetry import HealthServer, setup_tracing
 from clearance_tracker import spans
 from clearance_tracker.metrics import TrackerMetrics
@@ -99,6 +99,7 @@ async def run(settings: TrackerSettings, *, stop: asyncio.Event) -> None:
                 kubeconfig=str(settings.kubeconfig) if settings.kubeconfig else None,
                 context=settings.kube_context,
                 request_timeout=settings.kube_request_timeout,
+                user_agent=user_agent("tracker", settings.identity),
             )
         )
         tracker = Tracker(

@@ -18,7 +18,7 @@ from opentelemetry.trace import Tracer
 from prometheus_client import CollectorRegistry
 
 from clearance import bus
-from clearance.kube import Kube, KubeConfig, KubeError
+from clearance.kube import Kube, KubeConfig, KubeError, user_agent
 from clearance.settings import OTEL_HELP, SettingsError
 from clearance.telemetry import HealthServer, setup_logging, setup_tracing
 from clearance_watcher.metrics import WatcherMetrics
@@ -77,7 +77,10 @@ async def run(settings: WatcherSettings) -> int:
 
     try:
         kube = await Kube.connect(
-            KubeConfig(kubeconfig=str(settings.kubeconfig) if settings.kubeconfig else None)
+            KubeConfig(
+                kubeconfig=str(settings.kubeconfig) if settings.kubeconfig else None,
+                user_agent=user_agent("watcher", settings.resolved_lease_identity()),
+            )
         )
     except Exception as exc:
         log.error(
