@@ -12,8 +12,8 @@ from kubesim.controllers.placement import (
     pod_requests,
     tolerates,
 )
-from kubesim.controllers.quantity import parse_quantity
 from kubesim.controllers.scheduler import decide_placements
+from kubesim.quantity import parse_quantity
 
 UNREACHABLE = {"key": "node.kubernetes.io/unreachable", "effect": "NoExecute"}
 

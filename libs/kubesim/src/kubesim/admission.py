@@ -156,6 +156,58 @@ def fold_secret_string_data(obj: dict[str, Any]) -> None:
             data[key] = base64.b64encode(str(value).encode()).decode()
 
 
+def default_apps(plural: str, spec: dict[str, Any]) -> None:
+    """apps/v1 SetDefaults_Deployment/ReplicaSet/StatefulSet/DaemonSet (+ the pod template)."""
+    if plural != "daemonsets" and spec.get("replicas") is None:
+        spec["replicas"] = 1
+    if plural == "deployments":
+        strategy = spec.setdefault("strategy", {})
+        strategy.setdefault("type", "RollingUpdate")
+        if strategy["type"] == "RollingUpdate":
+            rolling = strategy.setdefault("rollingUpdate", {})
+            rolling.setdefault("maxUnavailable", "25%")
+            rolling.setdefault("maxSurge", "25%")
+        spec.setdefault("revisionHistoryLimit", 10)
+        spec.setdefault("progressDeadlineSeconds", 600)
+    elif plural == "statefulsets":
+        spec.setdefault("podManagementPolicy", "OrderedReady")
+        strategy = spec.setdefault("updateStrategy", {})
+        strategy.setdefault("type", "RollingUpdate")
+        if strategy["type"] == "RollingUpdate":
+            strategy.setdefault("rollingUpdate", {}).setdefault("partition", 0)
+        spec.setdefault("revisionHistoryLimit", 10)
+        spec.setdefault(
+            "persistentVolumeClaimRetentionPolicy",
+            {"whenDeleted": "Retain", "whenScaled": "Retain"},
+        )
+    elif plural == "daemonsets":
+        strategy = spec.setdefault("updateStrategy", {})
+        strategy.setdefault("type", "RollingUpdate")
+        if strategy["type"] == "RollingUpdate":
+            rolling = strategy.setdefault("rollingUpdate", {})
+            rolling.setdefault("maxUnavailable", 1)
+            rolling.setdefault("maxSurge", 0)
+        spec.setdefault("revisionHistoryLimit", 10)
+    template = spec.get("template")
+    if isinstance(template, dict) and isinstance(template.get("spec"), dict):
+        default_pod_spec(template["spec"])
+
+
+# PrepareForCreate resets status to the empty Go struct; its non-omitempty fields serialize as 0
+# (kubernetes-asyncio's V1StatefulSetStatus/V1ReplicaSetStatus refuse a missing `replicas`).
+EMPTY_APPS_STATUS: dict[str, dict[str, int]] = {
+    "deployments": {},
+    "replicasets": {"replicas": 0},
+    "statefulsets": {"replicas": 0, "availableReplicas": 0},
+    "daemonsets": {
+        "currentNumberScheduled": 0,
+        "numberMisscheduled": 0,
+        "desiredNumberScheduled": 0,
+        "numberReady": 0,
+    },
+}
+
+
 def prepare_create(rt: ResourceType, obj: dict[str, Any], *, toleration_seconds: int) -> None:
     """PrepareForCreate + defaulting for the types that have it."""
     if rt.group == "" and rt.plural == "pods":
@@ -173,13 +225,9 @@ def prepare_create(rt: ResourceType, obj: dict[str, Any], *, toleration_seconds:
         obj.setdefault("type", "Opaque")
     elif rt.group == "" and rt.plural == "nodes":
         obj.setdefault("status", {})
-    elif rt.group == "apps" and rt.plural in (
-        "deployments",
-        "statefulsets",
-        "replicasets",
-        "daemonsets",
-    ):
-        obj["status"] = {}
+    elif rt.group == "apps" and rt.plural in EMPTY_APPS_STATUS:
+        default_apps(rt.plural, obj.setdefault("spec", {}))
+        obj["status"] = dict(EMPTY_APPS_STATUS[rt.plural])
     elif rt.has_status and rt.custom:
         obj.pop("status", None)
     elif rt.group == "apiextensions.k8s.io":

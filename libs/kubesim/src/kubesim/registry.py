@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from kubesim import admission, deletion, patching, schemas, statuses, validation
+from kubesim import admission, deletion, patching, quantity_fields, schemas, statuses, validation
 from kubesim.resources import (
     CRD_TYPE,
     NAMESPACE_TYPE,
@@ -385,6 +385,7 @@ class Registry:
         meta = _meta(obj)
         self._reconcile_namespace(rt, namespace, obj)
         warnings = self._field_validation(rt, obj, field_validation, duplicates or [])
+        quantity_fields.canonicalize(rt, obj)
         meta = _meta(obj)
         if meta.get("resourceVersion"):
             raise _internal("resourceVersion should not be set on objects to be created")
@@ -420,7 +421,7 @@ class Registry:
         admission.prepare_create(rt, obj, toleration_seconds=self.default_toleration_seconds)
         if rt is CRD_TYPE or (rt.group, rt.plural) == CRD_TYPE.key:
             self._prepare_crd(obj)
-        causes = validation.validate_object(rt, obj)
+        causes = validation.validate_object(rt, obj) + quantity_fields.validate(rt, obj)
         if causes:
             raise statuses.invalid(rt, name, causes)
         _normalize_meta(obj)
@@ -604,8 +605,10 @@ class Registry:
             admission.fold_secret_string_data(new)
         _meta(new)["resourceVersion"] = old_meta["resourceVersion"]
         _normalize_meta(new)
+        quantity_fields.canonicalize(rt, new)
         causes = validation.validate_update(rt, new, existing)
         causes += [c for c in validation.validate_object(rt, new) if subresource == ""]
+        causes += quantity_fields.validate(rt, new)
         if causes:
             raise statuses.invalid(rt, name, causes)
         if self._equivalent(new, existing):

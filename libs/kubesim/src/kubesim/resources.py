@@ -203,6 +203,15 @@ BUILTIN_TYPES: tuple[ResourceType, ...] = (
         subresources=_STATUS,
     ),
     _core("serviceaccounts", "serviceaccount", "ServiceAccount", True, short_names=("sa",)),
+    _core(
+        "resourcequotas",
+        "resourcequota",
+        "ResourceQuota",
+        True,
+        short_names=("quota",),
+        subresources=_STATUS,
+    ),
+    _core("limitranges", "limitrange", "LimitRange", True, short_names=("limits",)),
     _grouped(
         "coordination.k8s.io",
         "coordination",

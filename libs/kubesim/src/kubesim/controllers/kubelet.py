@@ -38,6 +38,7 @@ from kubesim.controllers.objects import (
 from kubesim.controllers.reconciler import Reconciler
 from kubesim.controllers.writes import update_status
 from kubesim.durations import DurationError, parse_duration
+from kubesim.quantity import canonical_resource
 
 __all__ = [
     "EXIT_CODE_ANNOTATION",
@@ -302,8 +303,9 @@ class Kubelet(Reconciler):
     def node_object(self) -> Obj:
         now = self.clock()
         capacity: dict[str, str] = {
-            "cpu": self.shape.cpu,
-            "memory": self.shape.memory,
+            # As the API server stores them, so re-posting status is a no-op when unchanged.
+            "cpu": canonical_resource(self.shape.cpu),
+            "memory": canonical_resource(self.shape.memory),
             "pods": str(self.shape.max_pods),
             "ephemeral-storage": "100Gi",
             "hugepages-1Gi": "0",

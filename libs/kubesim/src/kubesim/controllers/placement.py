@@ -14,7 +14,7 @@ from fractions import Fraction
 from typing import Any
 
 from kubesim.controllers.objects import Obj, condition, is_terminal
-from kubesim.controllers.quantity import QuantityError, parse_quantity
+from kubesim.quantity import QuantityError, parse_quantity
 
 __all__ = [
     "FitResult",
