@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import shutil
+import signal
+import subprocess
 import sys
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
+
+import pytest
 
 from kubesim.cluster import ClusterConfig
 
@@ -92,3 +96,65 @@ def pod_manifest(
     if annotations:
         meta["annotations"] = annotations
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
+
+
+class Served:
+    def __init__(self, proc: subprocess.Popen[str], url: str, kubeconfig: str) -> None:
+        self.proc = proc
+        self.url = url
+        self.kubeconfig = kubeconfig
+
+    def kubectl(self, *args: str) -> subprocess.CompletedProcess[str]:
+        kubectl = kubectl_path()
+        if kubectl is None:
+            pytest.skip("kubectl is not installed")
+        return subprocess.run(
+            [kubectl, "--kubeconfig", self.kubeconfig, *args],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+
+    def ctl(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [*kubesim_command(), "ctl", "--server", self.url, *args],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+
+
+def start_serve(tmp_path: Path, *extra: str) -> Served:
+    kubeconfig = tmp_path / "kubeconfig"
+    proc = subprocess.Popen(
+        [
+            *kubesim_command(),
+            "serve",
+            "--port",
+            "0",
+            "--nodes",
+            "2",
+            "--kubeconfig",
+            str(kubeconfig),
+            *extra,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    line = proc.stdout.readline().strip()
+    if not line.startswith("kubesim listening on "):
+        proc.kill()
+        raise AssertionError(
+            f"unexpected first line {line!r}; stderr: {proc.stderr.read() if proc.stderr else ''}"
+        )
+    url = line.split()[3]
+    assert line.endswith(f"(kubeconfig: {kubeconfig})")
+    return Served(proc, url, str(kubeconfig))
+
+
+def stop(server: Served) -> None:
+    if server.proc.poll() is None:
+        server.proc.send_signal(signal.SIGTERM)
+        server.proc.wait(10)

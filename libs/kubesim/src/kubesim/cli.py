@@ -23,7 +23,9 @@ import urllib.request
 from collections.abc import Sequence
 from typing import Any
 
+from kubesim.builtin_crds import BUILTIN_CRDS
 from kubesim.durations import DurationError, format_duration, parse_duration
+from kubesim.quantity import QuantityError, canonical_resource
 
 __all__ = ["main"]
 
@@ -37,6 +39,17 @@ def _duration(text: str) -> float:
         return parse_duration(text)
     except DurationError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from exc
+
+
+def _quantity(text: str) -> str:
+    """A resource quantity, as the API server would store it (`8000m` → `8`)."""
+    try:
+        value = canonical_resource(text)
+    except QuantityError as exc:
+        raise argparse.ArgumentTypeError(f"{text!r}: {exc}") from exc
+    if value.startswith("-"):
+        raise argparse.ArgumentTypeError(f"{text!r}: must be greater than or equal to 0")
+    return value
 
 
 # (flag, ClusterConfig field, default seconds, help). Help states the real Kubernetes default.
@@ -164,10 +177,16 @@ def build_parser() -> argparse.ArgumentParser:
         help="nodes are named PREFIX1, PREFIX2, … (default: node-)",
     )
     serve.add_argument(
-        "--node-cpu", default="8", help="cpu capacity of each node, a quantity (default: 8)"
+        "--node-cpu",
+        type=_quantity,
+        default="8",
+        help="cpu capacity of each node, a quantity (default: 8)",
     )
     serve.add_argument(
-        "--node-memory", default="32Gi", help="memory capacity of each node (default: 32Gi)"
+        "--node-memory",
+        type=_quantity,
+        default="32Gi",
+        help="memory capacity of each node, a quantity (default: 32Gi)",
     )
     serve.add_argument(
         "--node-gpu", type=int, default=0, help="nvidia.com/gpu capacity of each node (default: 0)"
@@ -183,6 +202,16 @@ def build_parser() -> argparse.ArgumentParser:
         default=[],
         metavar="FILE",
         help="CustomResourceDefinition YAML to register at start (repeatable, multi-doc OK)",
+    )
+    serve.add_argument(
+        "--builtin-crd",
+        action="append",
+        default=[],
+        choices=sorted(BUILTIN_CRDS),
+        metavar="NAME",
+        help="register a CRD bundled with kubesim (repeatable): "
+        + ", ".join(sorted(BUILTIN_CRDS))
+        + " (kubeflow.org/v1 PyTorchJob, run by kubesim's stand-in for the training operator)",
     )
     serve.add_argument(
         "--no-controllers",
@@ -257,6 +286,7 @@ def _serve(args: argparse.Namespace) -> int:
             node_memory=args.node_memory,
             node_gpu=args.node_gpu,
             crd_files=tuple(args.crd),
+            builtin_crds=tuple(args.builtin_crd),
             enable_controllers=not args.no_controllers,
             **timings,
         )

@@ -2,7 +2,8 @@
 
 `Cluster` starts the kubesim `ApiServer`, then the controllers of a real control plane as HTTP
 clients of it (scheduler, one kubelet per node, node lifecycle, taint eviction, PodGC, garbage
-collector, Job controller, event recording). Every timing is a `ClusterConfig` field whose
+collector, Job, ReplicaSet, Deployment, StatefulSet and PyTorchJob controllers, event
+recording). Every timing is a `ClusterConfig` field whose
 default is the real Kubernetes default where one exists, so tests shorten exactly the timings
 they need. Node faults (`lose_node`, `recover_node`) are methods and HTTP routes
 (`POST /kubesim/v1/nodes/{name}/lose|recover`) added to the API server's app before it starts.
@@ -26,6 +27,7 @@ from typing import Any
 import yaml
 from aiohttp import web
 
+from kubesim.builtin_crds import builtin_crd_path
 from kubesim.client import (
     CRDS,
     JOBS,
@@ -47,6 +49,8 @@ from kubesim.controllers.objects import Obj
 from kubesim.controllers.podgc import PodGCController
 from kubesim.controllers.scheduler import Scheduler
 from kubesim.controllers.tainteviction import TaintEvictionController
+from kubesim.controllers.workloads import WorkloadControllers, workload_controllers
+from kubesim.quantity import QuantityError, canonical_resource
 
 __all__ = ["Cluster", "ClusterConfig", "ClusterError", "load_crd_documents"]
 
@@ -93,6 +97,8 @@ class ClusterConfig:
     history_limit: int = 10_000
     bookmark_interval: float = 60.0  # apiserver watch bookmark frequency, real ~1 min
     crd_files: tuple[str, ...] = ()
+    # Bundled CRDs to register after crd_files (kubesim.builtin_crds.BUILTIN_CRDS: "pytorchjob").
+    builtin_crds: tuple[str, ...] = ()
     enable_controllers: bool = True
     node_labels: tuple[tuple[str, str], ...] = field(default_factory=tuple)
 
@@ -135,6 +141,11 @@ class Cluster:
         from kubesim.apiserver import ApiServer  # the server module is the heavy import
 
         self.config = config or ClusterConfig()
+        for name in ("node_cpu", "node_memory"):
+            try:
+                canonical_resource(getattr(self.config, name))
+            except QuantityError as exc:
+                raise ClusterError(f"{name} {getattr(self.config, name)!r}: {exc}") from exc
         self._kubeconfig_arg = Path(kubeconfig_path) if kubeconfig_path else None
         self._tmpdir: tempfile.TemporaryDirectory[str] | None = None
         self.kubeconfig_path: Path = self._kubeconfig_arg or Path("kubeconfig")
@@ -154,8 +165,13 @@ class Cluster:
         self.podgc: PodGCController | None = None
         self.garbage_collector: GarbageCollector | None = None
         self.job_controller: JobController | None = None
+        self.workloads: WorkloadControllers | None = None
         self._tasks: list[asyncio.Task[Any]] = []
-        self._crds = load_crd_documents(self.config.crd_files)
+        try:
+            builtin = [builtin_crd_path(name) for name in self.config.builtin_crds]
+        except KeyError as exc:
+            raise ClusterError(str(exc.args[0])) from exc
+        self._crds = load_crd_documents([*self.config.crd_files, *builtin])
         self._add_routes(self.server.app)
 
     # ---- fault injection -------------------------------------------------------------------
@@ -317,6 +333,9 @@ class Cluster:
         )
         self.garbage_collector = GarbageCollector(client, informers=self.informers, crds=crds)
         self.job_controller = JobController(client, jobs=jobs, pods=pods, recorder=recorder)
+        self.workloads = workload_controllers(
+            client, informers=self.informers, crds=crds, recorder=recorder
+        )
 
         for informer in [*self.informers.values(), crds]:
             self._spawn(informer.run())
@@ -333,6 +352,7 @@ class Cluster:
             self.podgc,
             self.garbage_collector,
             self.job_controller,
+            *self.workloads.all(),
         ):
             self._spawn(controller.run())
         await self.wait_nodes_ready(timeout=30)
@@ -355,6 +375,8 @@ class Cluster:
         await cancel_tasks(tasks)
         if self.garbage_collector is not None:
             await self.garbage_collector.stop()
+        if self.workloads is not None:
+            await self.workloads.stop()
         if self.client is not None:
             await self.client.close()
             self.client = None

@@ -1,8 +1,8 @@
 """`meta.k8s.io/v1 Table` rendering for `kubectl get` (Accept: ...;as=Table).
 
 Column sets follow the real printers for the types kubectl users look at (pods, nodes,
-namespaces, jobs, events); everything else gets the default NAME/AGE table, like CRDs
-without additionalPrinterColumns.
+namespaces, jobs, events, deployments, replicasets, statefulsets; pkg/printers/internalversion);
+everything else gets the default NAME/AGE table, like CRDs without additionalPrinterColumns.
 """
 
 from __future__ import annotations
@@ -132,16 +132,96 @@ def _event_row(obj: dict[str, Any]) -> list[Any]:
     ]
 
 
+def _apps_row(obj: dict[str, Any], kind: str) -> list[Any]:
+    """Deployment NAME READY UP-TO-DATE AVAILABLE AGE; ReplicaSet NAME DESIRED CURRENT READY
+    AGE; StatefulSet NAME READY AGE (+ CONTAINERS IMAGES [SELECTOR] with -o wide)."""
+    spec = obj.get("spec") or {}
+    status = obj.get("status") or {}
+    desired = 1 if spec.get("replicas") is None else int(spec["replicas"])
+    ready = int(status.get("readyReplicas") or 0)
+    age = _age(obj["metadata"].get("creationTimestamp"))
+    containers = ((spec.get("template") or {}).get("spec") or {}).get("containers") or []
+    names = ",".join(str(c.get("name", "")) for c in containers)
+    images = ",".join(str(c.get("image", "")) for c in containers)
+    selector = ",".join(
+        f"{k}={v}" for k, v in ((spec.get("selector") or {}).get("matchLabels") or {}).items()
+    )
+    if kind == "deployments":
+        return [
+            obj["metadata"]["name"],
+            f"{ready}/{desired}",
+            int(status.get("updatedReplicas") or 0),
+            int(status.get("availableReplicas") or 0),
+            age,
+            names,
+            images,
+            selector,
+        ]
+    if kind == "replicasets":
+        return [
+            obj["metadata"]["name"],
+            desired,
+            int(status.get("replicas") or 0),
+            ready,
+            age,
+            names,
+            images,
+            selector,
+        ]
+    return [obj["metadata"]["name"], f"{ready}/{desired}", age, names, images]
+
+
+_APPS_COLUMNS: dict[str, list[tuple[str, str, int]]] = {
+    "deployments": [
+        ("Ready", "string", 0),
+        ("Up-to-date", "integer", 0),
+        ("Available", "integer", 0),
+        ("Age", "string", 0),
+        ("Containers", "string", 1),
+        ("Images", "string", 1),
+        ("Selector", "string", 1),
+    ],
+    "replicasets": [
+        ("Desired", "integer", 0),
+        ("Current", "integer", 0),
+        ("Ready", "integer", 0),
+        ("Age", "string", 0),
+        ("Containers", "string", 1),
+        ("Images", "string", 1),
+        ("Selector", "string", 1),
+    ],
+    "statefulsets": [
+        ("Ready", "string", 0),
+        ("Age", "string", 0),
+        ("Containers", "string", 1),
+        ("Images", "string", 1),
+    ],
+}
+
+
 def _printer_cell(obj: dict[str, Any], json_path: str, type_: str) -> Any:
-    """Simple dotted JSONPath (`.status.state`) as used by additionalPrinterColumns."""
+    """The JSONPath subset additionalPrinterColumns use: `.status.state`, `.a[0].b`, and the
+    `[-1:]` slice (`.status.conditions[-1:].type`, the last element)."""
     cur: Any = obj
     for part in json_path.strip().lstrip(".").split("."):
         if not part:
             continue
-        if not isinstance(cur, dict):
-            cur = None
+        name, _, index = part.partition("[")
+        if name:
+            cur = cur.get(name) if isinstance(cur, dict) else None
+        if index and cur is not None:
+            spec = index.rstrip("]")
+            if not isinstance(cur, list):
+                cur = None
+            elif spec == "-1:":
+                cur = cur[-1] if cur else None
+            else:
+                try:
+                    cur = cur[int(spec)]
+                except (ValueError, IndexError):
+                    cur = None
+        if cur is None:
             break
-        cur = cur.get(part)
     if cur is None:
         return None
     if type_ == "date":
@@ -195,6 +275,11 @@ def table(
     elif key == ("", "events"):
         cols = [_col("Last Seen"), _col("Type"), _col("Reason"), _col("Object"), _col("Message")]
         rows = [_event_row(o) for o in items]
+    elif rt.group == "apps" and rt.plural in _APPS_COLUMNS:
+        cols = [_col("Name", fmt="name")] + [
+            _col(name, type_, priority=prio) for name, type_, prio in _APPS_COLUMNS[rt.plural]
+        ]
+        rows = [_apps_row(o, rt.plural) for o in items]
     elif rt.printer_columns:
         cols = [_col("Name", fmt="name")] + [
             _col(name, type_, priority=prio) for name, type_, _, prio in rt.printer_columns

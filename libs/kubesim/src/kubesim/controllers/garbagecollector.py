@@ -1,8 +1,8 @@
 """ownerReference garbage collector: Background, Foreground and Orphan propagation.
 
 Mirrors kube-controller-manager's `garbage-collector-controller` on the resources kubesim
-monitors (pods, jobs, nodes, leases, configmaps, services, deployments, statefulsets, and every
-custom resource registered through a CRD):
+monitors (pods, jobs, nodes, leases, configmaps, services, deployments, replicasets,
+statefulsets, and every custom resource registered through a CRD):
 
 * a dependent none of whose owners is still "solid" (owner gone by UID, confirmed with a live
   GET) is deleted (Background; Foreground when it has dependents of its own), with a UID
@@ -142,6 +142,7 @@ BUILTIN_RESOURCES: tuple[Resource, ...] = (
     Resource("coordination.k8s.io", "v1", "leases", True, "Lease"),
     Resource("batch", "v1", "jobs", True, "Job"),
     Resource("apps", "v1", "deployments", True, "Deployment"),
+    Resource("apps", "v1", "replicasets", True, "ReplicaSet"),
     Resource("apps", "v1", "statefulsets", True, "StatefulSet"),
 )
 

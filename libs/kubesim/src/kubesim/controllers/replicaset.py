@@ -1,0 +1,213 @@
+"""ReplicaSet controller (apps/v1): keep `spec.replicas` active pods named `<rs>-<5 chars>`.
+
+Mirrors `replicaset-controller` (pkg/controller/replicaset/replica_set.go):
+
+* the pods it counts are the ones with a controller ownerReference to the ReplicaSet that are
+  *active* (`controller.IsPodActive`: no deletionTimestamp, not Succeeded/Failed) — so a pod
+  stuck Terminating on a lost node does not count, and a replacement with a **new random name**
+  is created at once (reference cluster-faults-and-workloads.md §3, "ReplicaSet contrast");
+* missing pods are created from the template with `generateName: <rs>-`, the template's
+  labels/annotations/finalizers and a controller ownerReference with `blockOwnerDeletion`;
+  surplus pods are deleted (gracefully) unscheduled first, then pending, not ready, newest;
+* status: `replicas`, `fullyLabeledReplicas`, `readyReplicas`, `availableReplicas`
+  (`minReadySeconds`), `observedGeneration`;
+* a ReplicaSet being deleted gets no new pods (its pods go through the garbage collector).
+
+Out of scope: adopting orphans or releasing pods by selector (pods are matched by owner UID),
+slow-start batches and expectations (the informer write-through plays their part), the
+`ReplicaFailure` condition, `terminatingReplicas`. Pure logic: `plan_replicaset`.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from kubesim.client import PODS, ApiError, Informer, KubeClient, Resource
+from kubesim.controllers.events import EventRecorder
+from kubesim.controllers.objects import Obj, controller_ref
+from kubesim.controllers.podtemplates import (
+    controller_reference,
+    is_pod_active,
+    is_pod_available,
+    is_pod_ready,
+    pod_from_template,
+    removal_rank,
+)
+from kubesim.controllers.reconciler import Reconciler
+from kubesim.controllers.writes import update_status
+
+__all__ = ["REPLICASETS", "ReplicaSetController", "ReplicaSetPlan", "plan_replicaset", "rs_pod"]
+
+REPLICASETS = Resource("apps", "v1", "replicasets", True, "ReplicaSet")
+COMPONENT = "replicaset-controller"
+CONTROLLER_UID_INDEX = "controller-uid"
+
+
+@dataclass(slots=True)
+class ReplicaSetPlan:
+    status: Obj
+    status_changed: bool
+    create: int = 0
+    delete: list[Obj] = field(default_factory=list)
+
+
+def _replicas(spec: Mapping[str, Any]) -> int:
+    value = spec.get("replicas")
+    return 1 if value is None else int(value)
+
+
+def plan_replicaset(
+    rs: Mapping[str, Any], pods: Sequence[Mapping[str, Any]], *, now: float
+) -> ReplicaSetPlan:
+    """What to create/delete for one ReplicaSet given its controlled pods, and its new status."""
+    spec = rs.get("spec") or {}
+    meta = rs.get("metadata") or {}
+    old_status: Obj = copy.deepcopy(dict(rs.get("status") or {}))
+    active = [p for p in pods if is_pod_active(p)]
+    plan = ReplicaSetPlan(status={}, status_changed=False)
+    want = _replicas(spec)
+    if not meta.get("deletionTimestamp"):
+        if len(active) < want:
+            plan.create = want - len(active)
+        elif len(active) > want:
+            plan.delete = [dict(p) for p in sorted(active, key=removal_rank)[: len(active) - want]]
+    template_labels = ((spec.get("template") or {}).get("metadata") or {}).get("labels") or {}
+    min_ready = int(spec.get("minReadySeconds") or 0)
+    status: Obj = {
+        "replicas": len(active),
+        "fullyLabeledReplicas": sum(
+            1
+            for p in active
+            if all(
+                ((p.get("metadata") or {}).get("labels") or {}).get(k) == v
+                for k, v in template_labels.items()
+            )
+        ),
+        "readyReplicas": sum(1 for p in active if is_pod_ready(p)),
+        "availableReplicas": sum(
+            1 for p in active if is_pod_available(p, min_ready_seconds=min_ready, now=now)
+        ),
+        "observedGeneration": int(meta.get("generation") or 1),
+    }
+    if old_status.get("conditions"):
+        status["conditions"] = old_status["conditions"]
+    # Go's omitempty: zero counters other than `replicas` are not serialized.
+    for key in ("fullyLabeledReplicas", "readyReplicas", "availableReplicas"):
+        if status[key] == 0:
+            del status[key]
+    plan.status = status
+    plan.status_changed = status != old_status
+    return plan
+
+
+def rs_pod(rs: Mapping[str, Any]) -> Obj:
+    """The pod the controller creates for `rs` (the server appends the 5 random chars)."""
+    template = (rs.get("spec") or {}).get("template") or {}
+    name = str((rs.get("metadata") or {}).get("name"))
+    ref = controller_reference(rs, api_version="apps/v1", kind="ReplicaSet")
+    return pod_from_template(template, owner=rs, owner_ref=ref, generate_name=f"{name}-")
+
+
+def controller_uid(obj: Obj) -> list[str]:
+    ref = controller_ref(obj)
+    return [str(ref.get("uid"))] if ref is not None else []
+
+
+class ReplicaSetController(Reconciler):
+    """Syncs every ReplicaSet on each change of a ReplicaSet or of a pod it controls."""
+
+    name = COMPONENT
+
+    def __init__(
+        self,
+        client: KubeClient,
+        *,
+        replicasets: Informer,
+        pods: Informer,
+        recorder: EventRecorder,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        super().__init__(period=None, clock=clock)
+        self.client = client
+        self.replicasets = replicasets
+        self.pods = pods
+        self.recorder = recorder
+        pods.add_indexer(CONTROLLER_UID_INDEX, controller_uid)
+        replicasets.add_handler(self.trigger)
+        pods.add_handler(self._on_pod)
+
+    def _on_pod(self, kind: str, pod: Obj) -> None:
+        ref = controller_ref(pod)
+        if ref is not None and ref.get("kind") == "ReplicaSet":
+            self.trigger()
+
+    async def reconcile(self) -> float | None:
+        if not (self.replicasets.synced.is_set() and self.pods.synced.is_set()):
+            return None
+        now = self.clock()
+        wake: float | None = None
+        for rs in self.replicasets.items():
+            try:
+                await self._sync(rs, now)
+            except ApiError as exc:
+                if exc.conflict:
+                    self.trigger()
+                    continue
+                raise
+            # Availability after minReadySeconds needs a pass without any event.
+            min_ready = int((rs.get("spec") or {}).get("minReadySeconds") or 0)
+            if min_ready:
+                wake = now + 1.0 if wake is None else min(wake, now + 1.0)
+        return wake
+
+    async def _sync(self, rs: Obj, now: float) -> None:
+        uid = str(rs["metadata"].get("uid"))
+        pods = self.pods.by_index(CONTROLLER_UID_INDEX, uid)
+        plan = plan_replicaset(rs, pods, now=now)
+        subject = {"kind": "ReplicaSet", "apiVersion": "apps/v1", **rs}
+        for pod in plan.delete:
+            try:
+                deleted = await self.client.delete(
+                    PODS.path_of(pod), uid=str(pod["metadata"]["uid"])
+                )
+            except ApiError as exc:
+                if exc.status in (404, 409):
+                    continue
+                raise
+            if deleted.get("kind") == "Pod":
+                self.pods.observe(deleted)
+            self.recorder.record(
+                subject,
+                reason="SuccessfulDelete",
+                message=f"Deleted pod: {pod['metadata']['name']}",
+                component=COMPONENT,
+            )
+        namespace = rs["metadata"].get("namespace")
+        for _ in range(plan.create):
+            try:
+                created = await self.client.create(PODS.path(namespace=namespace), rs_pod(rs))
+            except ApiError as exc:
+                if exc.status == 409:
+                    continue  # generated-name clash: next pass retries
+                raise
+            self.pods.observe(created)
+            self.recorder.record(
+                subject,
+                reason="SuccessfulCreate",
+                message=f"Created pod: {created['metadata']['name']}",
+                component=COMPONENT,
+            )
+        if plan.status_changed:
+            new_status = plan.status
+
+            def mutate(current: Obj) -> bool:
+                current["status"] = new_status
+                return True
+
+            await update_status(
+                self.client, REPLICASETS, rs, mutate, informer=self.replicasets, attempts=1
+            )
