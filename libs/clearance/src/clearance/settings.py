@@ -26,7 +26,7 @@ from dataclasses import field
 from pathlib import Path
 from typing import IO, Annotated, Any, ClassVar, Final, Literal, TypeVar, Union
 
-from clearance.bounds import Range
+from clearance.bounds import Range, counts, durations
 from clearance.durations import format_duration, parse_duration
 
 __all__ = [
@@ -285,14 +285,6 @@ def _describe_default(tp: Any, default: Any) -> str:
 # -- checks ----------------------------------------------------------------------------
 
 
-def _port(value: int) -> str | None:
-    return None if 0 <= value <= 65535 else f"expected a port in 0..65535, got {value}"
-
-
-def _positive(value: float) -> str | None:
-    return None if value > 0 else f"expected a value > 0, got {value}"
-
-
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR"]
 
 
@@ -332,12 +324,16 @@ class CommonSettings(Settings):
         default=None, metadata=doc("PEM private key of the client certificate.")
     )
     nats_connect_timeout: Seconds = field(
-        default=2.0, metadata=doc("Timeout of one connection attempt to NATS.", check=_positive)
+        default=2.0,
+        metadata=doc(
+            "Timeout of one connection attempt to NATS.", bounds=durations(0.05, 300.0)
+        ),
     )
     nats_reconnect_wait: Seconds = field(
         default=2.0,
         metadata=doc(
-            "Pause between reconnection attempts; the client reconnects forever.", check=_positive
+            "Pause between reconnection attempts; the client reconnects forever.",
+            bounds=durations(0.01, 300.0),
         ),
     )
     stream_replicas: int = field(
@@ -354,7 +350,10 @@ class CommonSettings(Settings):
     )
     http_port: int = field(
         default=8080,
-        metadata=doc("Port of /healthz, /readyz and /metrics (0 = pick a free port).", check=_port),
+        metadata=doc(
+            "Port of /healthz, /readyz and /metrics (0 = pick a free port).",
+            bounds=counts(0, 65535),
+        ),
     )
     namespaces: tuple[str, ...] = field(
         default=(),
@@ -378,7 +377,7 @@ class CommonSettings(Settings):
         default=10.0,
         metadata=doc(
             "Longest wait for in-flight handlers on SIGTERM before giving up on them.",
-            check=_positive,
+            bounds=durations(0.01, 300.0),
         ),
     )
 
