@@ -1,8 +1,9 @@
 """Pure: the `cleared` rule — every tracked UID confirmed AND a fresh verification left nothing.
 
-The last test drives the confirmation rules the way issue 14's state machines will: every
-order of a small set of facts, duplicates and stale replays included, with the record
-reloaded from its KV encoding between facts (a restart), must end in the same decision.
+The last tests drive the confirmation rules the way issue 14's state machines will: every
+order of a small set of facts, then random sequences of duplicated, reordered and stale events,
+with the record reloaded from its KV encoding between facts (a restart), must keep the same
+invariants and end in the same decision.
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ from __future__ import annotations
 import itertools
 
 import msgspec
+from hypothesis import given
+from hypothesis import strategies as st
 from tracker_builders import at, pod, record, tracked
 
 from clearance_tracker.confirmation import (
@@ -99,3 +102,35 @@ def test_every_order_of_duplicated_and_stale_facts_reaches_the_same_decision() -
         done = apply_verification(rec, listed=[], gets=[("u3", Missing("u3"))], now=at(9), by="r1")
         assert done is not None and done.record.clearing == Clearing(cleared_at=at(9), by="r1")
     assert finals == {(("u1", True), ("u2", True), ("u3", False))}
+
+
+_NAMES = {"u1": "w-0", "u2": "w-1", "u3": "w-2", "u4": "w-0"}  # u4 reuses u1's name
+_EVENTS = st.tuples(
+    st.sampled_from(["ADDED", "MODIFIED", "DELETED"]), st.sampled_from(sorted(_NAMES))
+)
+
+
+@given(facts=st.lists(st.tuples(_EVENTS, st.booleans()), max_size=14))
+def test_any_event_sequence_with_restarts_keeps_the_confirmation_invariants(
+    facts: list[tuple[tuple[str, str], bool]],
+) -> None:
+    rec = record(tracked("w-0", "u1"), tracked("w-1", "u2"))
+    gone: set[str] = set()
+    for i, ((action, uid), restart) in enumerate(facts):
+        rec = apply_event(rec, action=action, snapshot=pod(_NAMES[uid], uid), now=at(i + 1)).record
+        if restart:
+            rec = _reloaded(rec)
+        gone |= {uid} if action == "DELETED" else set()
+        assert rec.clearing is None, "events alone never clear"
+        # Only a DELETED proves an event's object gone; once gone, always gone.
+        assert {o.uid for o in rec.objects.values() if o.gone} == gone
+    seen = {uid for _, uid in (f for f, _ in facts)}
+    assert set(rec.objects) == {"u1", "u2"} | seen
+    still = rec.open_objects
+    # One object per name in the API: a LIST shows one of u1/u4 (and proves the other gone).
+    listed = list({o.name: pod(o.name, o.uid) for o in still}.values())
+    kept = apply_verification(rec, listed=listed, gets=[], now=at(99), by="r1")
+    assert kept is not None and (kept.record.clearing is None) == bool(still)
+    proven = [(o.uid, Missing(o.uid)) for o in still]
+    done = apply_verification(rec, listed=[], gets=proven, now=at(99), by="r1")
+    assert done is not None and done.record.clearing == Clearing(cleared_at=at(99), by="r1")
