@@ -363,3 +363,36 @@ async def test_the_crd_is_only_served_when_asked_for(cluster: Cluster, api: k8s.
     with pytest.raises(ApiException) as caught:
         await custom.list_namespaced_custom_object(GROUP, VERSION, NS, PLURAL)
     assert caught.value.status == 404
+
+
+async def test_foreground_deletion_keeps_the_job_until_its_pods_are_gone(
+    pj_cluster: Cluster, pj_core: k8s.CoreV1Api, pj_custom: k8s.CustomObjectsApi
+) -> None:
+    manifest = pytorchjob("pj", master=replica(1), worker=replica(1, finalizers=[HOLD]))
+    await pj_custom.create_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, manifest)
+    await until_running(pj_core, "pj", 2)
+    await pj_custom.delete_namespaced_custom_object(
+        GROUP, VERSION, NS, PLURAL, "pj", propagation_policy="Foreground"
+    )
+
+    async def worker_held() -> bool:
+        pods = await job_pods(pj_core, "pj")
+        return set(pods) == {"pj-worker-0"} and bool(
+            pods["pj-worker-0"].metadata.deletion_timestamp
+        )
+
+    await eventually(worker_held, timeout=15, what="master gone, worker Terminating")
+    job = await read_job(pj_custom, "pj")
+    assert "foregroundDeletion" in job["metadata"]["finalizers"]  # blocked by the worker
+    await pj_core.patch_namespaced_pod(
+        "pj-worker-0", NS, [{"op": "remove", "path": "/metadata/finalizers"}]
+    )
+
+    async def job_gone() -> bool:
+        try:
+            await read_job(pj_custom, "pj")
+        except ApiException as exc:
+            return exc.status == 404
+        return False
+
+    await eventually(job_gone, timeout=15, what="job removed once its pods are gone")
