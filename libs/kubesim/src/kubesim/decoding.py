@@ -108,6 +108,20 @@ def _go_type(node: Node) -> str:
     return "interface {}"
 
 
+_INT32: Node = {"type": "integer", "format": "int32"}
+# id(node) -> (node, $ref name, first JSON type); the node is kept so its id stays unique.
+# Only persistent nodes (the loaded definitions, _INT32) are ever looked up.
+_INFO: dict[int, tuple[Node, str | None, str]] = {}
+
+
+def _info(node: Node) -> tuple[str | None, str]:
+    hit = _INFO.get(id(node))
+    if hit is None:
+        types = _types(node)
+        hit = _INFO[id(node)] = (node, _ref_name(node), types[0] if types else "")
+    return hit[1], hit[2]
+
+
 def _json_kind(value: Any) -> str:
     if isinstance(value, bool):
         return "bool"
@@ -135,12 +149,10 @@ class _Decoder:
     def value(self, value: Any, node: Node) -> None:
         if value is None:
             return
-        ref = _ref_name(node)
+        ref, kind = _info(node)
         if ref is not None:
             self.reference(value, ref, node)
             return
-        types = _types(node)
-        kind = types[0] if types else ""
         if kind == "integer":
             self.integer(value, node)
         elif kind == "number":
@@ -184,7 +196,7 @@ class _Decoder:
                 return
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise self.fail(_json_kind(value), "int32")
-            self.integer(value, {"type": "integer", "format": "int32"})
+            self.integer(value, _INT32)
             return
         if ref == _QUANTITY:
             self.quantity(value)
@@ -202,7 +214,7 @@ class _Decoder:
             finally:
                 self.struct = outer
             return
-        self.value(value, {k: v for k, v in resolved.items() if k != "$ref"})
+        self.value(value, resolved)
 
     def quantity(self, value: Any) -> None:
         from kubesim.controllers.quantity import QuantityError, parse_quantity
