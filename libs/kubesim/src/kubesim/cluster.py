@@ -50,6 +50,7 @@ from kubesim.controllers.podgc import PodGCController
 from kubesim.controllers.scheduler import Scheduler
 from kubesim.controllers.tainteviction import TaintEvictionController
 from kubesim.controllers.workloads import WorkloadControllers, workload_controllers
+from kubesim.flowcontrol import FlowControlConfig
 from kubesim.quantity import QuantityError, canonical_resource
 
 __all__ = ["Cluster", "ClusterConfig", "ClusterError", "load_crd_documents"]
@@ -101,6 +102,8 @@ class ClusterConfig:
     builtin_crds: tuple[str, ...] = ()
     enable_controllers: bool = True
     node_labels: tuple[tuple[str, str], ...] = field(default_factory=tuple)
+    # Request limits answered with 429 (kubesim.flowcontrol); all off by default.
+    flow_control: FlowControlConfig = field(default_factory=FlowControlConfig)
 
     def node_names(self) -> list[str]:
         return [f"{self.node_name_prefix}{i}" for i in range(1, self.nodes + 1)]
@@ -153,6 +156,7 @@ class Cluster:
             history_limit=self.config.history_limit,
             bookmark_interval=self.config.bookmark_interval,
             default_toleration_seconds=int(self.config.default_toleration),
+            flow_control=self.config.flow_control,
         )
         self.url = ""
         self.client: KubeClient | None = None
