@@ -40,6 +40,7 @@ from opentelemetry.trace import Span, Tracer
 
 from clearance import bus, labels
 from clearance.bus import BusMetrics, Delivery, Retry
+from clearance.discovery import Discovery, UnknownKind
 from clearance.events import (
     AlertDeletionStuck,
     AlertDispatchFailed,
@@ -76,10 +77,8 @@ from clearance_dispatcher.appwrapper import (
 from clearance_dispatcher.dispatching import (
     Blocked,
     Created,
-    Discovery,
     PermanentFailure,
     TransientFailure,
-    UnknownKind,
     create_items,
     delete_items,
 )

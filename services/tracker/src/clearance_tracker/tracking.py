@@ -32,6 +32,7 @@ from opentelemetry.context import Context
 from opentelemetry.trace import Link, Span, Tracer
 
 from clearance import bus, labels
+from clearance.discovery import Discovery
 from clearance.events import (
     AlertDeletionForced,
     AlertDeletionStuck,
@@ -55,7 +56,7 @@ from clearance.events import (
     TeardownPolicy,
     encode,
 )
-from clearance.kube import JSON_PATCH, NODES, Kube, KubeError
+from clearance.kube import JSON_PATCH, NODES, PODS, Kube, KubeError
 from clearance.recording import record_event
 from clearance.telemetry import ContextLogger, context_from_traceparent
 from clearance_tracker import spans
@@ -82,7 +83,6 @@ from clearance_tracker.escalation import (
     verification_due,
 )
 from clearance_tracker.metrics import TrackerMetrics
-from clearance_tracker.resources import Resolver
 from clearance_tracker.settings import TrackerSettings
 from clearance_tracker.teardown import (
     RECORD_PREFIX,
@@ -161,7 +161,8 @@ class Tracker:
         self.now = clock
         self.me = settings.identity
         self.store = TeardownStore(kv)
-        self.resolver = Resolver(kube)
+        # miss_retry=0: "not served" lets a teardown finish, so it is never an old answer.
+        self.resolver = Discovery(kube, miss_retry=0.0, preload=(PODS,))
         self.timing = Timing(
             finalizer_removal_delay=settings.finalizer_removal_delay,
             claim_timeout=settings.claim_timeout,
@@ -803,7 +804,7 @@ class Tracker:
         self, api_version: str, kind: str, namespace: str, selector: str
     ) -> list[Snapshot]:
         """Quorum LIST of one kind by the AppWrapper label ([] when the kind is not served)."""
-        resource = await self.resolver.resolve(api_version, kind)
+        resource = await self.resolver.find(api_version, kind)
         if resource is None:
             return []
         try:
@@ -822,7 +823,7 @@ class Tracker:
         return snapshots
 
     async def _get(self, obj: TrackedObject) -> GetResult:
-        resource = await self.resolver.resolve(obj.api_version, obj.kind)
+        resource = await self.resolver.find(obj.api_version, obj.kind)
         if resource is None:
             return Missing(obj.uid)
         try:
@@ -1038,7 +1039,7 @@ class Tracker:
         for obj in record.open_objects:  # pods first, then items
             if obj.uid not in alive:
                 continue
-            resource = await self.resolver.resolve(obj.api_version, obj.kind)
+            resource = await self.resolver.find(obj.api_version, obj.kind)
             if resource is None:
                 continue
             try:
@@ -1105,7 +1106,7 @@ class Tracker:
             snapshot = alive.get(obj.uid)
             if snapshot is None or not snapshot.metadata.finalizers:
                 continue
-            resource = await self.resolver.resolve(obj.api_version, obj.kind)
+            resource = await self.resolver.find(obj.api_version, obj.kind)
             if resource is None:
                 continue
             patch = [
