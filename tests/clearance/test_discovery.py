@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
+import re
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import aiohttp
 import pytest
 
 from clearance.discovery import Discovery, UnknownKind
-from clearance.kube import JOBS, PODS, Kube, KubeConfig, KubeError, Resource
+from clearance.kube import JOBS, PODS, Kube, KubeError, Resource
 from kubesim.apiserver import ApiServer
 
 WIDGET_CRD: dict[str, Any] = {
@@ -36,7 +36,11 @@ WIDGET_CRD: dict[str, Any] = {
         ],
     },
 }
+DISCOVERY = re.compile(r"^/api/v1$|^/apis/[^/]+/[^/]+$")
 CRDS = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CRD", False)
+
+Admin = Callable[..., Awaitable[None]]
+"""The ``admin`` fixture (conftest.py): kubesim's fault injection."""
 
 
 class Clock:
@@ -47,39 +51,14 @@ class Clock:
         return self.now
 
 
-@pytest.fixture
-async def apiserver() -> AsyncIterator[ApiServer]:
-    server = ApiServer()
-    await server.start(host="127.0.0.1", port=0)
-    try:
-        yield server
-    finally:
-        await server.stop()
-
-
-@pytest.fixture
-async def kube(apiserver: ApiServer, tmp_path: Path) -> AsyncIterator[Kube]:
-    path = tmp_path / "kubeconfig"
-    apiserver.write_kubeconfig(path)
-    client = await Kube.connect(KubeConfig(kubeconfig=str(path), user_agent="discovery-test"))
-    try:
-        yield client
-    finally:
-        await client.close()
-
-
 async def discovery_gets(server: ApiServer) -> list[str]:
-    """Paths of the discovery documents the test's client fetched, from kubesim's log."""
+    """Paths of the discovery documents fetched so far, from kubesim's request log."""
     async with (
         aiohttp.ClientSession() as session,
-        session.get(f"{server.url}/kubesim/v1/requests?userAgent=discovery-test") as response,
+        session.get(f"{server.url}/kubesim/v1/requests") as response,
     ):
         items = (await response.json())["items"]
-    return [
-        r["path"]
-        for r in items
-        if r["method"] == "GET" and r["path"].count("/") <= 3 and r["path"] != "/api"
-    ]
+    return [r["path"] for r in items if r["method"] == "GET" and DISCOVERY.match(r["path"])]
 
 
 async def test_resolves_plural_and_scope_of_builtin_kinds(kube: Kube) -> None:
@@ -149,14 +128,9 @@ async def test_a_hit_is_fetched_again_only_after_ttl(apiserver: ApiServer, kube:
 
 
 async def test_failing_discovery_is_a_kube_error_not_an_unknown_kind(
-    apiserver: ApiServer, kube: Kube
+    kube: Kube, admin: Admin
 ) -> None:
-    fault = {"path": "^/apis/batch/v1$", "code": 503, "method": "GET"}
-    async with (
-        aiohttp.ClientSession() as session,
-        session.post(f"{apiserver.url}/kubesim/v1/fail", json=fault) as response,
-    ):
-        assert response.status < 300
+    await admin("POST", "fail", {"path": "^/apis/batch/v1$", "code": 503, "method": "GET"})
     discovery = Discovery(kube)
     with pytest.raises(KubeError) as caught:
         await discovery.resolve("batch/v1", "Job")

@@ -4,12 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
-from pathlib import Path
+from collections.abc import Awaitable, Callable
 
-import aiohttp
 import msgspec
-import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -26,10 +23,12 @@ from clearance.informing import (
     diff_relist,
     meta_of,
 )
-from clearance.kube import PODS, Kube, KubeConfig
-from kubesim.apiserver import ApiServer
+from clearance.kube import PODS, Kube
 
 # -- the relist rule -----------------------------------------------------------------------
+
+Admin = Callable[..., Awaitable[None]]
+"""The ``admin`` fixture (conftest.py): kubesim's fault injection."""
 
 
 def obj(uid: str, name: str, rv: str) -> msgspec.Raw:
@@ -115,37 +114,8 @@ def test_relist_rule_applied_to_what_was_known_yields_exactly_what_was_listed(
 # -- the iterator against kubesim ----------------------------------------------------------
 
 
-@pytest.fixture
-async def apiserver() -> AsyncIterator[ApiServer]:
-    server = ApiServer(bookmark_interval=0.2)
-    await server.start(host="127.0.0.1", port=0)
-    try:
-        yield server
-    finally:
-        await server.stop()
-
-
-@pytest.fixture
-async def kube(apiserver: ApiServer, tmp_path: Path) -> AsyncIterator[Kube]:
-    path = tmp_path / "kubeconfig"
-    apiserver.write_kubeconfig(path)
-    client = await Kube.connect(KubeConfig(kubeconfig=str(path)))
-    try:
-        yield client
-    finally:
-        await client.close()
-
-
 def pod(name: str) -> dict[str, object]:
     return {"metadata": {"name": name}, "spec": {"containers": [{"name": "c", "image": "x"}]}}
-
-
-async def admin(server: ApiServer, verb: str, path: str, body: object = None) -> None:
-    async with (
-        aiohttp.ClientSession() as session,
-        session.request(verb, f"{server.url}/kubesim/v1/{path}", json=body) as response,
-    ):
-        assert response.status < 300, await response.text()
 
 
 FAST = Timing(watch_timeout=5, inactivity_timeout=5, retry_delay=0.05)
@@ -216,11 +186,11 @@ async def test_from_a_start_it_replays_the_watch_without_a_list_and_moves_on_boo
 
 
 async def test_a_start_the_server_no_longer_holds_expires_then_relists(
-    apiserver: ApiServer, kube: Kube
+    kube: Kube, admin: Admin
 ) -> None:
     first = meta_of(await kube.create(PODS, pod("a"), namespace="default"))
     await kube.create(PODS, pod("b"), namespace="default")
-    await admin(apiserver, "POST", "compact")
+    await admin("POST", "compact")
     collector = Collector(
         ListWatch(kube, PODS, decode=decode_raw, timing=FAST), start=first.resourceVersion
     )
@@ -235,7 +205,7 @@ async def test_a_start_the_server_no_longer_holds_expires_then_relists(
 
 
 async def test_dropped_watches_resume_from_the_last_position_without_a_relist(
-    apiserver: ApiServer, kube: Kube
+    kube: Kube, admin: Admin
 ) -> None:
     restarts: list[int] = []
     stream = ListWatch(
@@ -245,7 +215,7 @@ async def test_dropped_watches_resume_from_the_last_position_without_a_relist(
     try:
         await collector.until(lambda: collector.seen)
         for i in range(3):
-            await admin(apiserver, "POST", "drop-watches")
+            await admin("POST", "drop-watches")
             await kube.create(PODS, pod(f"p{i}"), namespace="default")
         await collector.until(lambda: len(collector.changed("ADDED")) == 3)
     finally:
