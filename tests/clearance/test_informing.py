@@ -1,4 +1,4 @@
-"""The one informer: the relist rule (pure) and the list-then-watch iterator against kubesim."""
+"""The one informer: the relist rule (pure) and the list-then-watch loop against kubesim."""
 
 from __future__ import annotations
 
@@ -10,7 +10,9 @@ import msgspec
 from hypothesis import given
 from hypothesis import strategies as st
 
-from clearance.informing import (
+from clearance.informing import decode_raw, diff_relist
+from clearance.kube import PODS, Kube
+from clearance.listwatch import (
     Bookmark,
     Changed,
     Decoded,
@@ -19,11 +21,8 @@ from clearance.informing import (
     Listed,
     ListWatch,
     Timing,
-    decode_raw,
-    diff_relist,
     meta_of,
 )
-from clearance.kube import PODS, Kube
 
 # -- the relist rule -----------------------------------------------------------------------
 

@@ -8,8 +8,9 @@ import msgspec
 import pytest
 
 from clearance.events import ObjectMeta, PodObject
-from clearance.informing import Decoded, Identity, diff_relist
+from clearance.informing import diff_relist
 from clearance.kube import Resource
+from clearance.listwatch import Decoded, Identity
 from clearance_watcher.decoding import Codec, Reading
 from clearance_watcher.kinds import wrapped_by_raw
 from clearance_watcher.publishing import WATCH_KEY_HEADER, WATCH_RESUME_HEADER, Progress

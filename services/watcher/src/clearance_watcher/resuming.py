@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from clearance.informing import Identity
+from clearance.listwatch import Identity
 
 DELETED = "DELETED"
 

@@ -1,6 +1,6 @@
 """One informer per watched resource and namespace: publishes every change, never loses a deletion.
 
-The list-then-watch loop is :class:`clearance.informing.ListWatch` (shared with the other
+The list-then-watch loop is :class:`clearance.listwatch.ListWatch` (shared with the other
 services); this module is what the watcher puts on top of it: where to start, what to
 publish, and when it counts as synced.
 
@@ -35,7 +35,9 @@ from datetime import UTC, datetime
 import msgspec
 
 from clearance.events import KubeEvent, WatchAction
-from clearance.informing import (
+from clearance.informing import diff_relist
+from clearance.kube import Kube, Resource
+from clearance.listwatch import (
     Bookmark,
     Changed,
     Decoded,
@@ -44,10 +46,8 @@ from clearance.informing import (
     Listed,
     ListWatch,
     Timing,
-    diff_relist,
     loose_meta,
 )
-from clearance.kube import Kube, Resource
 from clearance.telemetry import ContextLogger
 from clearance_watcher.decoding import Codec, Reading, Snapshot
 from clearance_watcher.metrics import WatcherMetrics
