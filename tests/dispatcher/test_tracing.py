@@ -75,7 +75,7 @@ async def test_requeue_cycle_is_one_trace_from_decision_to_redispatch(
         s for s in spans if s.name == "requeue.cycle" and s.attributes.get("clearance.attempt") == 1
     ]
     assert root.parent is None
-    assert root.attributes["appwrapper.name"] == "traced"
+    assert root.attributes["clearance.aw.name"] == "traced"
     assert root.attributes["clearance.reason"] == "MinPodsNotRunning"
     trace_id = root.context.trace_id
     in_trace = [s for s in spans if s.context.trace_id == trace_id]
