@@ -14,6 +14,7 @@ from typing import Any
 
 from tests.dispatcher.conftest import job_appwrapper
 
+from clearance import attributes as attr
 from clearance.kube import KubeConfig
 from clearance_dispatcher.service import Service
 from clearance_dispatcher.settings import DispatcherSettings
@@ -84,6 +85,32 @@ async def test_requeue_cycle_is_one_trace_from_decision_to_redispatch(
     (redispatch,) = [s for s in in_trace if s.name == "redispatch"]
     assert redispatch.parent is not None and redispatch.parent.span_id == root.context.span_id
     assert any(s.name.endswith("teardown.started") for s in in_trace)  # PRODUCER span
+
+
+async def test_span_attributes_are_semantic_conventions_or_clearance_namespaced(
+    make_env: Any, tracing: Any
+) -> None:
+    env = await make_env()
+    async with running_dispatcher(env, tracing):
+        await env.create_aw(
+            job_appwrapper(
+                "named",
+                env.namespace,
+                unschedulable=True,
+                min_available=1,
+                completion=False,
+                requeuing={"timeInSeconds": 1, "growthType": "none"},
+            )
+        )
+        await env.wait_event("cycle.redispatched", "named", timeout=30)
+    spans = tracing.exporter.get_finished_spans()
+    names = {name for s in spans for name in (s.attributes or {})}
+    assert {attr.K8S_NAMESPACE_NAME, attr.AW_NAME, attr.AW_UID, attr.ATTEMPT} <= names, names
+    assert {"messaging.system", "messaging.destination.name"} <= names, names
+    assert not [n for n in names if not attr.is_conventional(n)], names
+    (root,) = [s for s in spans if s.name == "requeue.cycle"]
+    assert root.attributes is not None
+    assert root.attributes[attr.K8S_NAMESPACE_NAME] == env.namespace
 
 
 async def test_root_of_a_cycle_that_ends_failed_is_ended_by_its_cleared(
