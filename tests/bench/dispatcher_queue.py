@@ -43,6 +43,7 @@ from clearance.events import (
 from clearance_dispatcher import capacity, queueing
 from clearance_dispatcher.controller import Dispatcher
 from clearance_dispatcher.metrics import DispatcherMetrics
+from clearance_dispatcher.runtime import Runtime
 from clearance_dispatcher.settings import DispatcherSettings
 from clearance_dispatcher.workqueue import WorkQueue
 
@@ -142,11 +143,13 @@ def queued_appwrapper(i: int) -> dict[str, Any]:
 
 def dispatcher_with(queued: int) -> Dispatcher:
     dispatcher = Dispatcher(
-        DispatcherSettings(),
-        kube=None,  # type: ignore[arg-type] - scan() never touches the API
-        js=None,  # type: ignore[arg-type]
-        tracer=trace.get_tracer("bench"),
-        metrics=DispatcherMetrics(CollectorRegistry()),
+        Runtime(
+            DispatcherSettings(),
+            kube=None,  # type: ignore[arg-type] - scan() never touches the API
+            js=None,  # type: ignore[arg-type]
+            tracer=trace.get_tracer("bench"),
+            metrics=DispatcherMetrics(CollectorRegistry()),
+        )
     )
     for i in range(NODES):
         dispatcher.on_node(node(i))

@@ -55,22 +55,27 @@ async def running_dispatcher(env: Any, tracing: Any, **overrides: Any) -> AsyncI
     assert code == 0
 
 
+async def _requeue_once(env: Any, name: str) -> None:
+    """An AppWrapper whose pods never run: requeued after 1 s, then redispatched."""
+    await env.create_aw(
+        job_appwrapper(
+            name,
+            env.namespace,
+            unschedulable=True,
+            min_available=1,
+            completion=False,
+            requeuing={"timeInSeconds": 1, "growthType": "none"},
+        )
+    )
+    await env.wait_event("cycle.redispatched", name, timeout=30)
+
+
 async def test_requeue_cycle_is_one_trace_from_decision_to_redispatch(
     make_env: Any, tracing: Any
 ) -> None:
     env = await make_env()
     async with running_dispatcher(env, tracing):
-        await env.create_aw(
-            job_appwrapper(
-                "traced",
-                env.namespace,
-                unschedulable=True,
-                min_available=1,
-                completion=False,
-                requeuing={"timeInSeconds": 1, "growthType": "none"},
-            )
-        )
-        await env.wait_event("cycle.redispatched", "traced", timeout=30)
+        await _requeue_once(env, "traced")
     spans = tracing.exporter.get_finished_spans()
     (root,) = [
         s for s in spans if s.name == "requeue.cycle" and s.attributes.get("clearance.attempt") == 1
@@ -92,17 +97,7 @@ async def test_span_attributes_are_semantic_conventions_or_clearance_namespaced(
 ) -> None:
     env = await make_env()
     async with running_dispatcher(env, tracing):
-        await env.create_aw(
-            job_appwrapper(
-                "named",
-                env.namespace,
-                unschedulable=True,
-                min_available=1,
-                completion=False,
-                requeuing={"timeInSeconds": 1, "growthType": "none"},
-            )
-        )
-        await env.wait_event("cycle.redispatched", "named", timeout=30)
+        await _requeue_once(env, "named")
     spans = tracing.exporter.get_finished_spans()
     names = {name for s in spans for name in (s.attributes or {})}
     assert {attr.K8S_NAMESPACE_NAME, attr.AW_NAME, attr.AW_UID, attr.ATTEMPT} <= names, names

@@ -19,14 +19,6 @@ object blocks creation (never overwritten).
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from datetime import datetime
-
-from nats.js import JetStreamContext
-from opentelemetry.trace import Tracer
-
-from clearance.bus import BusMetrics
-from clearance.kube import Kube
 from clearance_dispatcher.admission import Admission
 from clearance_dispatcher.cycles import CycleRoots
 from clearance_dispatcher.effects.dispatch import Dispatch
@@ -35,36 +27,16 @@ from clearance_dispatcher.effects.teardown import Teardown
 from clearance_dispatcher.effects.validation import Validation
 from clearance_dispatcher.handlers import Handlers
 from clearance_dispatcher.intake import Intake
-from clearance_dispatcher.metrics import DispatcherMetrics
 from clearance_dispatcher.reconciler import Reconciler
 from clearance_dispatcher.runtime import Runtime
-from clearance_dispatcher.settings import DispatcherSettings
 
 
 class Dispatcher:
     """State, work queue and reconcile logic of one active dispatcher replica."""
 
-    def __init__(
-        self,
-        settings: DispatcherSettings,
-        *,
-        kube: Kube,
-        js: JetStreamContext,
-        tracer: Tracer,
-        metrics: DispatcherMetrics,
-        bus_metrics: BusMetrics | None = None,
-        clock: Callable[[], datetime] | None = None,
-    ) -> None:
-        self.rt = rt = Runtime(
-            settings,
-            kube=kube,
-            js=js,
-            tracer=tracer,
-            metrics=metrics,
-            bus_metrics=bus_metrics,
-            clock=clock,
-        )
-        roots = CycleRoots(tracer)
+    def __init__(self, rt: Runtime) -> None:
+        self.rt = rt
+        roots = CycleRoots(rt.tracer)
         self.intake = Intake(rt)
         self.admission = Admission(rt)
         teardown = Teardown(rt, roots)
@@ -80,7 +52,7 @@ class Dispatcher:
         # What the service wires up.
         self.state = rt.state
         self.synced = rt.synced
-        self.kube = kube
+        self.kube = rt.kube
         self.aw_resource = rt.aw_resource
         self.on_appwrapper = self.intake.on_appwrapper
         self.on_appwrapper_deleted = self.intake.on_appwrapper_deleted

@@ -15,11 +15,12 @@ from __future__ import annotations
 import logging
 
 from clearance.bus import Delivery, Retry
-from clearance.events import AlertDeletionStuck, CycleCleared, Event
+from clearance.events import AlertDeletionStuck, AppWrapperRef, CycleCleared, Event
 from clearance_dispatcher import transitions
 from clearance_dispatcher.bookkeeping import ClearanceStatus, StuckEntry
 from clearance_dispatcher.cycles import CycleRoots
 from clearance_dispatcher.runtime import Abort, Runtime
+from clearance_dispatcher.state import Entry
 from clearance_dispatcher.status import Observed, Patch
 
 log = logging.getLogger(__name__)
@@ -30,17 +31,22 @@ class Handlers:
         self.rt = rt
         self.roots = roots
 
+    def _entry(self, aw: AppWrapperRef) -> Entry | None:
+        """The cached AppWrapper the tracker's message is about (None: not this UID)."""
+        if not self.rt.synced.is_set():
+            raise Retry(1.0, "state not loaded yet")
+        entry = self.rt.state.appwrappers.get((aw.namespace, aw.name))
+        return entry if entry is not None and entry.uid == aw.uid else None
+
     async def handle_cleared(self, event: Event, delivery: Delivery) -> None:
         if not isinstance(event, CycleCleared):
             return
         rt = self.rt
-        if not rt.synced.is_set():
-            raise Retry(1.0, "state not loaded yet")
         aw = event.appwrapper
         key = (aw.namespace, aw.name)
         where = {"aw": f"{aw.namespace}/{aw.name}", "attempt": event.attempt}
-        entry = rt.state.appwrappers.get(key)
-        if entry is None or entry.uid != aw.uid:
+        entry = self._entry(aw)
+        if entry is None:
             rt.metrics.cleared.labels("unknown").inc()
             log.info("cleared for an unknown appwrapper ignored", extra=where)
             return
@@ -75,12 +81,8 @@ class Handlers:
         if not isinstance(event, AlertDeletionStuck):
             return
         rt = self.rt
-        if not rt.synced.is_set():
-            raise Retry(1.0, "state not loaded yet")
         aw = event.appwrapper
-        key = (aw.namespace, aw.name)
-        entry = rt.state.appwrappers.get(key)
-        if entry is None or entry.uid != aw.uid:
+        if self._entry(aw) is None:
             return
         now = rt.now()
         stuck = tuple(
@@ -95,7 +97,7 @@ class Handlers:
         )
         try:
             await rt.write(
-                key,
+                (aw.namespace, aw.name),
                 lambda obs: transitions.record_stuck(
                     obs,
                     attempt=event.attempt,

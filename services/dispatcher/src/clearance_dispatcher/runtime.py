@@ -173,7 +173,7 @@ class Runtime:
                 entry.raw,
                 transition,
                 storage=self.storage,
-                attempts=self.settings.status_retries,
+                tries=self.settings.status_retries,
                 on_written=remember,
             )
         except AppWrapperGone:

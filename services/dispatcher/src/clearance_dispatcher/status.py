@@ -200,7 +200,7 @@ async def update_status(
     transition: Transition,
     *,
     storage: Storage = STATUS_STORAGE,
-    attempts: int = 5,
+    tries: int = 5,
     backoff: float = 0.05,
     on_written: Callable[[dict[str, Any]], Awaitable[None]] | None = None,
 ) -> dict[str, Any] | None:
@@ -212,7 +212,7 @@ async def update_status(
     meta = raw.get("metadata") or {}
     namespace, name, uid = meta.get("namespace"), meta.get("name"), meta.get("uid")
     current = raw
-    for attempt in range(1, attempts + 1):
+    for tried in range(1, tries + 1):
         observed = observe(current, storage)
         patch = transition(observed)
         if patch is None:
@@ -235,7 +235,7 @@ async def update_status(
                 raise AppWrapperGone(f"{namespace}/{name}") from exc
             if not exc.conflict:
                 raise
-            await asyncio.sleep(backoff * attempt)
+            await asyncio.sleep(backoff * tried)
             try:
                 current = msgspec.json.decode(
                     await kube.get(resource, str(name), namespace=namespace)
@@ -250,4 +250,4 @@ async def update_status(
         if on_written is not None:
             await on_written(updated)
         return updated
-    raise StatusConflict(f"{namespace}/{name}: status kept conflicting after {attempts} tries")
+    raise StatusConflict(f"{namespace}/{name}: status kept conflicting after {tries} tries")
