@@ -44,7 +44,7 @@ NODE_DECODER: Final = msgspec.json.Decoder(NodeObject)
 
 def pod_selector(spec: AppWrapperSpec) -> str:
     """The label selector of every pod of ``spec``'s AppWrapper (any attempt)."""
-    return f"{labels.MCAD_APPWRAPPER}={spec.name},{labels.NAMESPACE}={spec.namespace}"
+    return labels.selector_for(spec.name, namespace=spec.namespace)
 
 
 class Intake:
