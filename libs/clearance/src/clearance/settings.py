@@ -325,9 +325,7 @@ class CommonSettings(Settings):
     )
     nats_connect_timeout: Seconds = field(
         default=2.0,
-        metadata=doc(
-            "Timeout of one connection attempt to NATS.", bounds=durations(0.05, 300.0)
-        ),
+        metadata=doc("Timeout of one connection attempt to NATS.", bounds=durations(0.05, 300.0)),
     )
     nats_reconnect_wait: Seconds = field(
         default=2.0,

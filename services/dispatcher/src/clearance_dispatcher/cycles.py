@@ -37,8 +37,8 @@ def attributes(ref: AppWrapperRef, attempt: int | None, reason: str) -> dict[str
     """The attributes every dispatcher span about one AppWrapper carries."""
     out: dict[str, Any] = {
         attr.K8S_NAMESPACE_NAME: ref.namespace,
-        attr.AW_NAME: ref.name,
-        attr.AW_UID: ref.uid,
+        attr.APPWRAPPER_NAME: ref.name,
+        attr.APPWRAPPER_UID: ref.uid,
         attr.REASON: reason,
     }
     if attempt is not None:
