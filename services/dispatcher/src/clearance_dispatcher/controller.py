@@ -72,4 +72,4 @@ class Dispatcher:
         self.rt.queue.close()
         self.rt.cancel_tasks()
         for entry in self.rt.state.appwrappers.values():
-            CycleRoots.end_all(entry.local, outcome="stopped")
+            CycleRoots.end_all(entry.local, outcome="dispatcher stopped")
