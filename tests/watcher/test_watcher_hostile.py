@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import Iterator
 from typing import Any
 
 from nats.js import JetStreamContext
@@ -22,7 +24,7 @@ from watcher_support import (
 )
 
 from clearance import events, subjects
-from clearance.events import AppWrapperObject
+from clearance.events import AppWrapperObject, AppWrapperSpec
 
 
 def log_lines(process: Any) -> list[dict[str, Any]]:
@@ -33,6 +35,29 @@ def log_lines(process: Any) -> list[dict[str, Any]]:
         except ValueError:
             continue
     return lines
+
+
+CRD_PATH = (
+    "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/appwrappers.workload.codeflare.dev"
+)
+
+
+@contextlib.contextmanager
+def loosened_priority(kubesim: KubeSim) -> Iterator[None]:
+    """The served AppWrapper CRD with `spec.priority` untyped, restored afterwards."""
+    crd = kubesim.ok("GET", CRD_PATH)
+    schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    typed = schema["properties"]["spec"]["properties"]["priority"]
+    schema["properties"]["spec"]["properties"]["priority"] = {
+        "x-kubernetes-preserve-unknown-fields": True
+    }
+    crd = kubesim.ok("PUT", CRD_PATH, crd)
+    try:
+        yield
+    finally:
+        schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+        schema["properties"]["spec"]["properties"]["priority"] = typed
+        kubesim.ok("PUT", CRD_PATH, crd)
 
 
 async def published_uid(js: JetStreamContext, obj: dict[str, Any], what: str) -> Any:
@@ -96,32 +121,36 @@ async def test_huge_label_sets_are_published_and_oversized_ones_trimmed(
     await published_uid(js, after, "a pod after the oversized one (no stall)")
 
 
-async def test_appwrapper_that_does_not_decode_is_published_with_its_problem_and_kinds_watched(
+async def test_appwrapper_whose_spec_does_not_decode_is_published_empty_with_its_problem(
     kubesim: KubeSim, js: JetStreamContext, start_watcher
 ) -> None:
     ns = kubesim.namespace("team-a")
     watcher = start_watcher()
-    created = kubesim.create(aws_path(ns), appwrapper("bad", job("job-1")))
-    await published_uid(js, created, "the AppWrapper")
-    # Bookkeeping a schema preserves untyped (x-kubernetes-preserve-unknown-fields), written
-    # with a type the snapshot rejects: a real API server stores it as well.
-    kubesim.patch(aws_path(ns, "bad") + "/status", {"status": {"clearance": {"attempt": "two"}}})
-    events_of_bad = await wait_stream(
-        js,
-        lambda ps: any(p.uid == created["metadata"]["uid"] and p.event.problem for p in ps),
-        what="the undecodable AppWrapper, with its problem",
-    )
-    [partial] = [p for p in events_of_bad if p.event.problem is not None]
+    bad = appwrapper("bad", job("job-1"))
+    bad["spec"]["priority"] = "high"  # the deployed CRD says integer
+    # The API answers 422 to that under the deployed CRD, so the AppWrapper is stored the way
+    # such objects exist in real clusters: under an earlier, looser CRD that was tightened
+    # later (the API server never revalidates stored objects).
+    with loosened_priority(kubesim):
+        created = kubesim.create(aws_path(ns), bad)
+    assert kubesim.request("POST", aws_path(ns), {**bad, "metadata": {"name": "bad-2"}})[0] == 422
+    bare = kubesim.create(aws_path(ns), {**appwrapper("bare"), "spec": {}})
+    await published_uid(js, bare, "an AppWrapper with no optional field")
+    minimal_node = kubesim.create(nodes_path(), {"metadata": {"name": "minimal"}})
+    await published_uid(js, minimal_node, "a node with no optional field")
+    [partial] = await published_uid(js, created, "the undecodable AppWrapper")
+    # read_stream decoded it with the event catalog, as the dispatcher does.
     problem = partial.event.problem
     assert problem is not None
-    assert problem.path == "$.status.clearance.attempt"
-    assert problem.dropped == ("$.status.clearance.attempt",)
+    assert problem.path == "$.spec.priority"
+    assert problem.dropped == ("$.spec",)
     obj = partial.event.object
     assert isinstance(obj, AppWrapperObject)
-    assert obj.spec.resources.generic_items  # only the field at fault is missing
+    assert obj.spec == AppWrapperSpec()  # never half a spec: nothing to dispatch from
+    assert (obj.metadata.namespace, obj.metadata.name) == (ns, "bad")
     errors = [line for line in log_lines(watcher) if "does not decode" in line["msg"]]
     assert errors and errors[0]["object_name"] == "bad" and errors[0]["namespace"] == ns
-    assert errors[0]["path"] == "$.status.clearance.attempt"
+    assert errors[0]["path"] == "$.spec.priority"
     assert metric(watcher, "clearance_watcher_decode_failures_total") >= 1
     assert metric(watcher, 'clearance_watcher_partial_events_total{kind="appwrapper"}') >= 1
     # Its Job kind is still watched (kinds are read from the raw object).
@@ -133,6 +162,31 @@ async def test_appwrapper_that_does_not_decode_is_published_with_its_problem_and
         lambda ps: any(p.uid == created["metadata"]["uid"] and p.action == "DELETED" for p in ps),
         what="the undecodable AppWrapper's deletion",
     )
+
+
+async def test_appwrapper_whose_status_does_not_decode_is_published_with_its_spec(
+    kubesim: KubeSim, js: JetStreamContext, start_watcher
+) -> None:
+    ns = kubesim.namespace("team-a")
+    start_watcher()
+    created = kubesim.create(aws_path(ns), appwrapper("odd", job("job-1")))
+    await published_uid(js, created, "the AppWrapper")
+    # Bookkeeping the CRD preserves untyped (x-kubernetes-preserve-unknown-fields), written
+    # with a type the snapshot rejects: a real API server stores it as well.
+    kubesim.patch(aws_path(ns, "odd") + "/status", {"status": {"clearance": {"attempt": "two"}}})
+    published = await wait_stream(
+        js,
+        lambda ps: any(p.uid == created["metadata"]["uid"] and p.event.problem for p in ps),
+        what="the AppWrapper with its problem",
+    )
+    [partial] = [p for p in published if p.event.problem is not None]
+    problem = partial.event.problem
+    assert problem is not None
+    assert problem.path == "$.status.clearance.attempt"
+    assert problem.dropped == ("$.status.clearance.attempt",)
+    obj = partial.event.object
+    assert isinstance(obj, AppWrapperObject)
+    assert obj.spec.resources.generic_items  # only the field at fault is missing
 
 
 def unservable_owner(body: dict[str, Any]) -> dict[str, Any]:
