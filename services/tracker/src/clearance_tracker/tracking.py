@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections import Counter
 from collections.abc import Callable, Coroutine, Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
@@ -71,7 +72,14 @@ from clearance_tracker.confirmation import (
     mark_verified,
     unseen,
 )
-from clearance_tracker.diagnosis import describe, diagnose, lost_nodes
+from clearance_tracker.diagnosis import (
+    CAUSE_NAMES,
+    cause_names,
+    count_causes,
+    describe,
+    diagnose,
+    lost_nodes,
+)
 from clearance_tracker.escalation import (
     Timing,
     claim,
@@ -171,6 +179,8 @@ class Tracker:
         self.cache: dict[str, Versioned] = {}
         self.by_aw: dict[tuple[str, str], set[str]] = {}
         self.heartbeats: dict[str, datetime] = {}
+        self.diagnosed: dict[str, dict[str, tuple[str, ...]]] = {}
+        """Record key → object UID → causes of its latest diagnosis (the by-cause gauge)."""
         self.synced = asyncio.Event()
         self._locks: dict[str, asyncio.Lock] = {}
         self._write_locks: dict[str, asyncio.Lock] = {}
@@ -343,6 +353,7 @@ class Tracker:
         now = self.now()
         stuck = 0
         owned_open = 0
+        causes: Counter[str] = Counter()
         retention = timedelta(seconds=self.settings.record_retention)
         for key, version in list(self.cache.items()):
             record = version.record
@@ -359,10 +370,22 @@ class Tracker:
                 continue
             owned_open += 1
             stuck += stuck_objects_count(record, now=now, timing=self.timing)
+            if key in self.diagnosed:
+                causes += count_causes((o.uid for o in record.open_objects), self.diagnosed[key])
             if self._needs_attention(record, now):
                 self.poke(key)
         self.metrics.objects_stuck.set(stuck)
+        for key in [k for k in self.diagnosed if not self._owned_open(k)]:
+            del self.diagnosed[key]
+        for cause in CAUSE_NAMES:
+            self.metrics.objects_stuck_diagnosed.labels(cause).set(causes[cause])
         self.metrics.teardowns_open.set(owned_open)
+
+    def _owned_open(self, key: str) -> bool:
+        version = self.cache.get(key)
+        return (
+            version is not None and version.record.owner == self.me and not version.record.cleared
+        )
 
     async def _take_over(self, key: str, dead: str) -> None:
         # The view may lag (a slow watch): read the heartbeat itself before taking over.
@@ -993,6 +1016,7 @@ class Tracker:
         self, record: Teardown, stuck: list[StuckObject], step: EscalationStep, *, lead: str
     ) -> str:
         summary = self._summary(record, stuck, lead=lead)
+        self.diagnosed[record.key] = {s.object.uid: cause_names(s) for s in stuck}
         await self._publish(
             AlertDeletionStuck(
                 appwrapper=record.appwrapper,
