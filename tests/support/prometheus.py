@@ -104,6 +104,7 @@ def threshold_mutants(value: float) -> tuple[float, float]:
 def with_threshold(rules: Obj, name: str, index: int, value: float) -> Obj:
     """A copy of `rules` in which alert `name` compares against `value` at its `index`-th
     comparison."""
+    value = float(value)
     out = copy.deepcopy(rules)
     target = alert(out, name)
     matches = list(THRESHOLD.finditer(target["expr"]))
