@@ -55,6 +55,7 @@ from clearance_dispatcher.service import ALERTS_DURABLE, CLEARED_DURABLE, KUBE_D
 from clearance_dispatcher.settings import DispatcherSettings
 from clearance_tracker.service import consumer_specs
 from clearance_tracker.settings import TrackerSettings
+from clearance_tracker.store import bucket_spec, ensure_bucket
 from clearance_watcher.seeding import read_seed
 from clearance_watcher.settings import WatcherSettings
 
@@ -267,9 +268,8 @@ async def test_tracker_provisions_and_consumes_like_the_service(connect: Connect
     js = nc.jetstream(timeout=5)
     settings = service_settings("tracker", "nats://unused:4222")
     assert isinstance(settings, TrackerSettings)
-    await bus.ensure_topology(  # as clearance_tracker.service.run does
-        js, buckets=(bus.KvSpec(settings.kv_bucket, history=5, description="teardowns"),)
-    )
+    await bus.ensure_topology(js, buckets=())  # as clearance_tracker.service.run does
+    await ensure_bucket(js, settings)
     await consume_one_of_each(connect, js, durables("tracker"))
     assert nc.last_error is None
 
@@ -334,7 +334,9 @@ async def test_service_publishes_its_cycle_events_alerts_and_dead_letters(
 async def test_tracker_uses_its_teardown_bucket_with_compare_and_set(connect: Connect) -> None:
     nc = await connect("tracker")
     js = nc.jetstream(timeout=5)
-    [kv_spec] = bus.default_kv_buckets()
+    settings = service_settings("tracker", "nats://unused:4222")
+    assert isinstance(settings, TrackerSettings)
+    kv_spec = bucket_spec(settings)
     assert kv_spec.bucket == "clearance-teardowns"
     kv = await bus.ensure_kv(js, kv_spec)
     kv = await bus.ensure_kv(js, kv_spec)  # the second replica finds it

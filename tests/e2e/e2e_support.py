@@ -35,7 +35,7 @@ import pytest
 from nats.aio.client import Client as NatsClient
 from nats.js import api
 
-from clearance import bus, events, labels, subjects
+from clearance import attributes, bus, events, labels, subjects
 from clearance.kube import EVENTS, JOBS, PODS, Kube, KubeConfig, KubeError, Resource
 from clearance.settings import CommonSettings
 from clearance.stack import LocalStack, StackConfig
@@ -575,7 +575,11 @@ def span_attempt(span: ReceivedSpan) -> object:
 
 
 def span_appwrapper(span: ReceivedSpan) -> object:
-    return span.attributes.get("appwrapper.name", span.attributes.get("clearance.aw.name"))
+    # clearance.attributes names; the older spellings until every service uses them
+    for key in (attributes.APPWRAPPER_NAME, "appwrapper.name", "clearance.aw.name"):
+        if key in span.attributes:
+            return span.attributes[key]
+    return None
 
 
 def orphans(trace: Sequence[ReceivedSpan]) -> list[ReceivedSpan]:

@@ -13,6 +13,7 @@ from tracker_support import (
     pods_of,
 )
 
+from clearance import attributes
 from clearance.events import CycleCleared, CycleDeletionConfirmed, TeardownPolicy
 from clearance.kube import JOBS
 
@@ -64,6 +65,22 @@ async def test_job_with_8_pods_is_cleared_after_every_uid_is_confirmed(stack: St
         assert cleared_span.parent_id == root_span and await_span.parent_id == root_span
         assert {s.parent_id for s in confirmed} == {await_span.span_id}
         assert set(cleared_span.links) == {s.span_id for s in confirmed}
+
+        # Attribute names: semantic conventions where they exist, clearance.* for ours.
+        by_uid = {s.attributes[attributes.OBJECT_UID]: s for s in confirmed}
+        assert set(by_uid) == uids
+        for p in pods:
+            span = by_uid[p["metadata"]["uid"]].attributes
+            assert span[attributes.K8S_POD_NAME] == p["metadata"]["name"]
+            assert span[attributes.K8S_POD_UID] == p["metadata"]["uid"]
+            assert span[attributes.K8S_NAMESPACE_NAME] == NAMESPACE
+        job_span = by_uid[job["metadata"]["uid"]].attributes
+        assert job_span[attributes.K8S_JOB_NAME] == "train"
+        assert attributes.K8S_POD_NAME not in job_span
+        for span in (cleared_span, await_span, *confirmed):
+            assert span.attributes[attributes.APPWRAPPER_NAME] == "train"
+            assert span.attributes[attributes.ATTEMPT] == 1
+            assert all(k.startswith(("clearance.", "k8s.")) for k in span.attributes)
     finally:
         await watcher.stop()
 
@@ -153,3 +170,21 @@ async def test_an_item_of_a_kind_the_api_does_not_serve_does_not_hang_the_teardo
     cleared = await stack.cleared("ghost", timeout=15)
     assert isinstance(cleared.event, CycleCleared)
     assert {o.uid for o in cleared.event.confirmed} == {"ghost-uid-1", pod["metadata"]["uid"]}
+
+
+async def test_a_pod_listed_twice_in_the_inventory_is_tracked_and_cleared_once(
+    stack: Stack,
+) -> None:
+    # A bare Pod wrapped by an AppWrapper is both a generic item and one of its pods; the
+    # dispatcher has listed it twice (issue 17: "deleting pod seed-job-0, pod seed-job-0").
+    await stack.start_tracker()
+    pod = await stack.create_pod("twice-0", aw="twice", grace=1)
+    await stack.delete_pod("twice-0", grace=0)
+    event = await stack.start_teardown("twice", inventory=[pod, pod], policy=SLOW)
+    assert len(event.inventory) == 2
+    cleared = await stack.cleared("twice", timeout=15)
+    assert isinstance(cleared.event, CycleCleared)
+    assert [o.uid for o in cleared.event.confirmed] == [pod["metadata"]["uid"]]
+    record = await stack.record(event)
+    assert record is not None and list(record.objects) == [pod["metadata"]["uid"]]
+    assert len(stack.recorder.of("cycle.deletion.confirmed", aw="twice")) == 1

@@ -147,3 +147,19 @@ async def test_operator_defaults_apply_when_the_event_carries_no_policy(stack: S
     assert alerts[0].event.step == "stuck_alert"  # type: ignore[union-attr]
     await asyncio.sleep(1.5)
     assert not stack.recorder.of("cycle.deletion.forced", aw="dflt")  # force disabled by env
+
+
+async def test_an_int64_max_deadline_neither_stalls_the_teardown_nor_alerts(stack: Stack) -> None:
+    # issue 13: 2**63-1 s made timedelta overflow; teardown.started was redelivered forever.
+    await stack.start_tracker()
+    pod = await stack.create_pod("huge-w-0", aw="huge", grace=1)
+    await stack.delete_pod("huge-w-0", grace=0)
+    forever = TeardownPolicy(
+        stuck_alert_seconds=2**63 - 1, force_deletion_seconds=2**63 - 1, pause_seconds=0
+    )
+    event = await stack.start_teardown("huge", inventory=[pod], policy=forever)
+    cleared = await stack.cleared("huge", timeout=15)
+    assert isinstance(cleared.event, CycleCleared)
+    record = await stack.record(event)
+    assert record is not None and record.deadlines["stuck_alert"] > event.occurred_at
+    assert not stack.recorder.of("alert.deletion.stuck", aw="huge")

@@ -10,7 +10,9 @@ from tracker_builders import at, record, tracked
 from clearance.settings import SettingsError
 from clearance.telemetry import setup_tracing
 from clearance_tracker import spans
+from clearance_tracker.escalation import MAX_SECONDS
 from clearance_tracker.settings import TrackerSettings
+from clearance_tracker.store import bucket_spec
 from clearance_tracker.teardown import Clearing, decode_record, encode, record_key
 
 
@@ -47,6 +49,30 @@ def test_settings_defaults_are_the_operator_defaults() -> None:
 def test_invalid_settings_are_rejected(env: dict[str, str]) -> None:
     with pytest.raises(SettingsError):
         TrackerSettings.from_env(env)
+
+
+def test_the_tracker_declares_its_own_bucket_with_the_stream_replicas() -> None:
+    spec = bucket_spec(TrackerSettings.from_env({"CLEARANCE_STREAM_REPLICAS": "3"}))
+    assert (spec.bucket, spec.history, spec.ttl, spec.replicas) == (
+        "clearance-teardowns",
+        5,
+        None,
+        3,
+    )
+    renamed = bucket_spec(TrackerSettings.from_env({"CLEARANCE_KV_BUCKET": "td-staging"}))
+    assert (renamed.bucket, renamed.replicas) == ("td-staging", 1)
+
+
+def test_operator_default_durations_beyond_a_century_are_clamped_into_the_record() -> None:
+    s = TrackerSettings.from_env(
+        {
+            "CLEARANCE_STUCK_ALERT_TIME": "99999999999999999999h",
+            "CLEARANCE_FORCE_DELETION_TIME": "0",
+        }
+    )
+    policy = s.default_policy()
+    assert (policy.stuck_alert_seconds, policy.force_deletion_seconds) == (MAX_SECONDS, 0)
+    msgspec.json.encode(policy)  # fits the record's 64-bit integers
 
 
 def test_a_span_can_be_created_with_a_reserved_id_in_any_process() -> None:

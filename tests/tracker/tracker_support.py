@@ -32,7 +32,7 @@ from nats.aio.msg import Msg
 from nats.js import JetStreamContext, api
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from clearance import bus, labels
+from clearance import attributes, bus, labels
 from clearance.events import (
     AppWrapperRef,
     CycleTeardownStarted,
@@ -214,7 +214,7 @@ class OtlpReceiver:
         return [
             s
             for s in self.spans
-            if s.name == name and (aw is None or s.attributes.get("clearance.aw.name") == aw)
+            if s.name == name and (aw is None or s.attributes.get(attributes.APPWRAPPER_NAME) == aw)
         ]
 
 

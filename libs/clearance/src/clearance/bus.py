@@ -57,7 +57,6 @@ from clearance.telemetry import extract_context, inject_headers
 __all__ = [
     "DLQ_ERROR_HEADER",
     "MSG_ID",
-    "TEARDOWNS_BUCKET",
     "BusError",
     "BusMetrics",
     "Consumer",
@@ -71,7 +70,6 @@ __all__ = [
     "StreamSpec",
     "connect",
     "consume",
-    "default_kv_buckets",
     "default_streams",
     "dlq_stream",
     "dlq_subject",
@@ -95,7 +93,6 @@ DLQ_SEQUENCE_HEADER: Final = "Clearance-Dlq-Sequence"
 DLQ_CONSUMER_HEADER: Final = "Clearance-Dlq-Consumer"
 DLQ_MSG_ID_HEADER: Final = "Clearance-Dlq-Msg-Id"
 
-TEARDOWNS_BUCKET: Final = "clearance-teardowns"
 
 # JetStream API error code for "stream name already in use with a different configuration".
 _STREAM_CONFIG_CONFLICT: Final = 10058
@@ -206,17 +203,6 @@ class KvSpec:
     storage: api.StorageType = api.StorageType.FILE
     description: str | None = None
     replicas: int = 1
-
-
-def default_kv_buckets(*, replicas: int = 1) -> tuple[KvSpec, ...]:
-    return (
-        KvSpec(
-            TEARDOWNS_BUCKET,
-            history=5,
-            replicas=replicas,
-            description="Per-AppWrapper teardown state (attempt, UIDs, deadlines, traceparent).",
-        ),
-    )
 
 
 @dataclass(frozen=True)
@@ -330,13 +316,13 @@ async def ensure_topology(
     js: JetStreamContext,
     *,
     streams: Sequence[StreamSpec] | None = None,
-    buckets: Sequence[KvSpec] | None = None,
+    buckets: Sequence[KvSpec] = (),
     replicas: int = 1,
 ) -> None:
-    """Ensure every stream and KV bucket Clearance uses (defaults: DESIGN §3)."""
+    """Ensure the streams (default: DESIGN §3) and the given KV buckets (a service owns its own)."""
     for spec in default_streams(replicas=replicas) if streams is None else streams:
         await ensure_stream(js, spec)
-    for kv in default_kv_buckets(replicas=replicas) if buckets is None else buckets:
+    for kv in buckets:
         await ensure_kv(js, kv)
 
 

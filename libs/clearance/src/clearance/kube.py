@@ -24,6 +24,8 @@ import msgspec
 from kubernetes_asyncio import client as k8s_client
 from kubernetes_asyncio import config as k8s_config
 
+from clearance.fencing import Fenced, Term
+
 JSON: Final = "application/json"
 MERGE_PATCH: Final = "application/merge-patch+json"
 JSON_PATCH: Final = "application/json-patch+json"
@@ -84,6 +86,20 @@ class KubeError(Exception):
     @property
     def expired(self) -> bool:
         return self.code == 410
+
+
+class FencedWrite(KubeError, Fenced):
+    """A write refused before it was sent: this replica's term is not held (DESIGN §5)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(code=0, reason="Fenced", message=message)
+
+
+_WRITES: Final = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+
+
+def _is_lease(path: str) -> bool:
+    return f"/{LEASES.group}/" in path and f"/{LEASES.plural}" in path
 
 
 class _Status(msgspec.Struct):
@@ -167,6 +183,9 @@ class Kube:
     def __init__(self, api: k8s_client.ApiClient, *, request_timeout: float = 30.0) -> None:
         self._api = api
         self._timeout = request_timeout
+        self.fence: Term | None = None
+        """When set, every write except to Leases first checks this term (fencing): a replica
+        that lost its lease sends no write. Lease writes are the election's own."""
 
     @classmethod
     async def connect(cls, config: KubeConfig | None = None) -> Kube:
@@ -210,6 +229,11 @@ class Kube:
         content_type: str = JSON,
         timeout: aiohttp.ClientTimeout | float | None = None,
     ) -> aiohttp.ClientResponse:
+        if self.fence is not None and method in _WRITES and not _is_lease(path):
+            try:
+                self.fence.check(f"{method} {path}")
+            except Fenced as exc:
+                raise FencedWrite(str(exc)) from None
         params = [
             (k, ("true" if v else "false") if isinstance(v, bool) else str(v))
             for k, v in (query or {}).items()

@@ -8,6 +8,8 @@ is what lets the tracker tell an old attempt's leftovers from the new attempt's 
 
 from __future__ import annotations
 
+import hashlib
+import re
 from typing import Final
 
 MCAD_APPWRAPPER: Final = "appwrapper.mcad.ibm.com"
@@ -16,19 +18,48 @@ NAMESPACE: Final = "clearance.dev/namespace"
 ATTEMPT: Final = "clearance.dev/attempt"
 
 
+MAX_VALUE: Final = 63
+"""A label value is at most 63 characters (Kubernetes validation.IsValidLabelValue)."""
+_VALID_VALUE: Final = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+_HASH_CHARS: Final = 10
+
+
+def value_for(name: str) -> str:
+    """The label value standing for ``name`` (an AppWrapper or namespace name).
+
+    A name that is a valid label value is used as is, so short names stay readable and
+    compatible with MCAD's selectors. A longer one (AppWrapper names may have 253 characters)
+    becomes its first characters, a dash and 10 hex digits of its SHA-256 — what Kubernetes
+    controllers do when a derived name outgrows its limit. The mapping is deterministic, so
+    every service derives the same value for a name and selects with it.
+    """
+    if len(name) <= MAX_VALUE and _VALID_VALUE.match(name):
+        return name
+    digest = hashlib.sha256(name.encode()).hexdigest()[:_HASH_CHARS]
+    head = re.sub(r"[^-A-Za-z0-9_.]", "-", name)[: MAX_VALUE - _HASH_CHARS - 1]
+    head = head.rstrip("-_.")
+    while head and not head[0].isalnum():
+        head = head[1:]
+    return f"{head}-{digest}" if head else digest
+
+
 def stamp(*, appwrapper: str, namespace: str, attempt: int) -> dict[str, str]:
     """The labels for an object (or pod template) of ``attempt`` of AppWrapper ``appwrapper``."""
+    value = value_for(appwrapper)
     return {
-        MCAD_APPWRAPPER: appwrapper,
-        CODEFLARE_APPWRAPPER: appwrapper,
-        NAMESPACE: namespace,
+        MCAD_APPWRAPPER: value,
+        CODEFLARE_APPWRAPPER: value,
+        NAMESPACE: value_for(namespace),
         ATTEMPT: str(attempt),
     }
 
 
-def selector_for(appwrapper: str) -> str:
+def selector_for(appwrapper: str, *, namespace: str | None = None) -> str:
     """Label selector for every object of an AppWrapper, whatever the attempt."""
-    return f"{MCAD_APPWRAPPER}={appwrapper}"
+    selector = f"{MCAD_APPWRAPPER}={value_for(appwrapper)}"
+    if namespace is not None:
+        selector += f",{NAMESPACE}={value_for(namespace)}"
+    return selector
 
 
 ANY_APPWRAPPER: Final = MCAD_APPWRAPPER

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -25,6 +26,7 @@ from typing import Any
 
 import msgspec
 
+from clearance.fencing import Term
 from clearance.kube import LEASES, Kube, KubeError
 
 log = logging.getLogger(__name__)
@@ -83,6 +85,18 @@ class LeaderElector:
     lost: asyncio.Event = field(default_factory=asyncio.Event)
     """Set when leadership, once held, could not be renewed in time; the owner must stop."""
     _last_renew: datetime | None = None
+    term: Term = field(init=False)
+    """The window in which this replica may act; guard every effect with ``term.check()``."""
+    monotonic: Callable[[], float] = field(default=time.monotonic)
+
+    def __post_init__(self) -> None:
+        # A tenth of the lease absorbs the clock skew with the standby judging expiry.
+        self.term = Term(
+            name=f"lease {self.name}",
+            duration=self.lease_duration,
+            margin=self.lease_duration / 10,
+            clock=self.monotonic,
+        )
 
     async def run(self) -> None:
         """Campaign and renew forever (until cancelled); on cancel, release the Lease."""
@@ -97,6 +111,11 @@ class LeaderElector:
 
     async def _attempt(self) -> None:
         now = self.clock()
+        sent_at = self.monotonic()
+        if self.is_leader.is_set() and not self.term.valid():
+            # Woken after a freeze longer than the lease: whatever happens next, the old term
+            # is over (a standby may have acted); a renewal below starts a new one.
+            self._demote("the term expired before it could be renewed (process paused?)")
         try:
             current = await self._read()
             spec = current.spec if current else None
@@ -106,6 +125,7 @@ class LeaderElector:
                 return
             await self._write(step, current, now)
             self._last_renew = now
+            self.term.began(sent_at=sent_at)
             if not self.is_leader.is_set():
                 log.info("acquired leadership", extra={"lease": self.name, "step": step.value})
                 self.is_leader.set()
@@ -121,6 +141,7 @@ class LeaderElector:
                 self._demote("could not renew within the lease duration")
 
     def _demote(self, why: str) -> None:
+        self.term.ended()
         if self.is_leader.is_set():
             log.warning("lost leadership", extra={"lease": self.name, "reason": why})
             self.is_leader.clear()
@@ -174,5 +195,6 @@ class LeaderElector:
             },
             "spec": msgspec.to_builtins(msgspec.structs.replace(current.spec, holderIdentity=None)),
         }
+        self.term.ended()
         await self.kube.replace(LEASES, self.name, body, namespace=self.namespace)
         self.is_leader.clear()

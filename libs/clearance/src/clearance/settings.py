@@ -18,7 +18,6 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-import re
 import sys
 import types
 import typing
@@ -26,6 +25,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import field
 from pathlib import Path
 from typing import IO, Annotated, Any, ClassVar, Final, Literal, TypeVar, Union
+
+from clearance.bounds import Range, counts, durations
+from clearance.durations import format_duration, parse_duration
 
 __all__ = [
     "ENV_PREFIX",
@@ -54,8 +56,6 @@ class _DurationMarker:
 Seconds = Annotated[float, _DurationMarker()]
 """A duration in seconds; the environment accepts ``500ms``, ``2s``, ``5m``, ``1h``, ``1d``."""
 
-_UNITS: Final[dict[str, float]] = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
-_DURATION_PART: Final = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
 _TRUE: Final = frozenset({"1", "true", "yes", "on"})
 _FALSE: Final = frozenset({"0", "false", "no", "off"})
 
@@ -66,47 +66,6 @@ class SettingsError(ValueError):
     def __init__(self, problems: list[str]) -> None:
         self.problems = problems
         super().__init__("invalid configuration:\n  " + "\n  ".join(problems))
-
-
-def parse_duration(text: str) -> float:
-    """Parse ``500ms``/``2s``/``5m``/``1h``/``1d``/``1m30s`` or a bare number into seconds."""
-    raw = text.strip().lower()
-    if not raw:
-        raise ValueError("empty duration")
-    try:
-        value = float(raw)
-    except ValueError:
-        pos = 0
-        value = 0.0
-        for match in _DURATION_PART.finditer(raw):
-            if match.start() != pos:
-                break
-            value += float(match.group(1)) * _UNITS[match.group(2)]
-            pos = match.end()
-        if pos != len(raw) or pos == 0:
-            raise ValueError(
-                f"expected a duration like 500ms, 2s, 5m, 1h or 1d, got {text!r}"
-            ) from None
-    if not math.isfinite(value) or value < 0:
-        raise ValueError(f"expected a non-negative duration, got {text!r}")
-    return value
-
-
-def format_duration(seconds: float) -> str:
-    """Render seconds the way :func:`parse_duration` reads them (``90`` → ``1m30s``)."""
-    if seconds == 0:
-        return "0s"
-    if seconds < 1 or not float(seconds).is_integer():
-        if (seconds * 1000).is_integer() and seconds < 1:
-            return f"{int(seconds * 1000)}ms"
-        return f"{seconds:g}s"
-    rest = int(seconds)
-    parts = []
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
-        if rest >= size:
-            parts.append(f"{rest // size}{unit}")
-            rest %= size
-    return "".join(parts)
 
 
 def parse_bool(text: str) -> bool:
@@ -124,14 +83,17 @@ def doc(
     env: str | None = None,
     secret: bool = False,
     check: Callable[[Any], str | None] | None = None,
+    bounds: Range | None = None,
 ) -> dict[str, Any]:
     """Field metadata documenting a setting: ``field(default=..., metadata=doc("..."))``.
 
     ``env`` overrides the derived ``CLEARANCE_<FIELD>`` name; ``secret`` hides the value
     in errors and ``--help`` (pair it with ``repr=False``); ``check`` returns an error
-    text for a parsed value that is out of range (or ``None`` when fine).
+    text for a parsed value that is out of range (or ``None`` when fine); ``bounds`` is the
+    documented range of a number or duration (:mod:`clearance.bounds`), shown by ``--help``
+    and enforced like ``check``.
     """
-    return {"help": help, "env": env, "secret": secret, "check": check}
+    return {"help": help, "env": env, "secret": secret, "check": check, "bounds": bounds}
 
 
 S = TypeVar("S", bound="Settings")
@@ -195,7 +157,9 @@ def render_help(cls: type[Settings], *, title: str | None = None) -> str:
             default = "(secret)"
         else:
             default = _describe_default(hints[f.name], f.default)
-        lines.append(f"  {var}  [{kind}, default: {default}]")
+        bounds = f.metadata.get("bounds")
+        shown = f", range: {bounds}" if bounds is not None else ""
+        lines.append(f"  {var}  [{kind}, default: {default}{shown}]")
         doc = str(f.metadata.get("help") or "(undocumented)")
         for para in doc.splitlines():
             lines.append(f"      {para}")
@@ -211,8 +175,13 @@ def _env_var(cls: type[Settings], f: dataclasses.Field[Any]) -> str:
 
 
 def _run_check(f: dataclasses.Field[Any], value: Any) -> str | None:
+    if value is None:
+        return None
+    bounds: Range | None = f.metadata.get("bounds")
+    if bounds is not None and (problem := bounds.problem(value)) is not None:
+        return problem
     check = f.metadata.get("check")
-    if check is None or value is None:
+    if check is None:
         return None
     result: str | None = check(value)
     return result
@@ -316,14 +285,6 @@ def _describe_default(tp: Any, default: Any) -> str:
 # -- checks ----------------------------------------------------------------------------
 
 
-def _port(value: int) -> str | None:
-    return None if 0 <= value <= 65535 else f"expected a port in 0..65535, got {value}"
-
-
-def _positive(value: float) -> str | None:
-    return None if value > 0 else f"expected a value > 0, got {value}"
-
-
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR"]
 
 
@@ -363,12 +324,14 @@ class CommonSettings(Settings):
         default=None, metadata=doc("PEM private key of the client certificate.")
     )
     nats_connect_timeout: Seconds = field(
-        default=2.0, metadata=doc("Timeout of one connection attempt to NATS.", check=_positive)
+        default=2.0,
+        metadata=doc("Timeout of one connection attempt to NATS.", bounds=durations(0.05, 300.0)),
     )
     nats_reconnect_wait: Seconds = field(
         default=2.0,
         metadata=doc(
-            "Pause between reconnection attempts; the client reconnects forever.", check=_positive
+            "Pause between reconnection attempts; the client reconnects forever.",
+            bounds=durations(0.01, 300.0),
         ),
     )
     stream_replicas: int = field(
@@ -385,7 +348,10 @@ class CommonSettings(Settings):
     )
     http_port: int = field(
         default=8080,
-        metadata=doc("Port of /healthz, /readyz and /metrics (0 = pick a free port).", check=_port),
+        metadata=doc(
+            "Port of /healthz, /readyz and /metrics (0 = pick a free port).",
+            bounds=counts(0, 65535),
+        ),
     )
     namespaces: tuple[str, ...] = field(
         default=(),
@@ -409,7 +375,7 @@ class CommonSettings(Settings):
         default=10.0,
         metadata=doc(
             "Longest wait for in-flight handlers on SIGTERM before giving up on them.",
-            check=_positive,
+            bounds=durations(0.01, 300.0),
         ),
     )
 

@@ -15,8 +15,14 @@ Proof of disappearance, and nothing else: a DELETED event with the UID; a GET an
 kind/namespace/name with another UID (the name was reused, so the old object no longer
 exists). A `deletionTimestamp` is never proof, and neither is absence from a LIST.
 
+The `cleared` rule (DESIGN §1) lives here too, beside the proofs it rests on: a teardown is
+cleared when every tracked UID is confirmed gone *and* a verification — a fresh quorum LIST
+whose members were just merged into the record, then GETs of what it did not show — leaves
+nothing open. :func:`apply_verification` is the only code that sets `clearing`.
+
 Every function here returns a new record plus the list of objects it confirmed; the caller
-does the I/O (CAS write, spans, events).
+does the I/O (reads, CAS write, spans, events), so the rules can be driven by plain calls with
+an explicit ``now`` (duplicated, reordered or replayed facts included).
 """
 
 from __future__ import annotations
@@ -29,7 +35,7 @@ import msgspec
 
 from clearance import labels
 from clearance.events import ItemObject, ObjectMeta, PodObject
-from clearance_tracker.teardown import ConfirmHow, Source, Teardown, TrackedObject
+from clearance_tracker.teardown import Clearing, ConfirmHow, Source, Teardown, TrackedObject
 
 Snapshot = PodObject | ItemObject
 
@@ -268,3 +274,44 @@ def unseen(record: Teardown, listed_uids: Sequence[str]) -> list[TrackedObject]:
     """Open objects a verification LIST did not show: they need a GET."""
     listed = set(listed_uids)
     return [o for o in record.open_objects if o.uid not in listed]
+
+
+# ----------------------------------------------------------------------- the cleared rule
+
+
+def decide_cleared(record: Teardown, *, now: datetime, by: str) -> Teardown:
+    """The cleared rule: `clearing` fixed at ``now`` once every tracked UID is confirmed.
+
+    Call it only on a record that a fresh verification was just merged into (that is what
+    makes "all confirmed" mean "nothing of attempts ≤ N is left"); an earlier `clearing` is
+    never moved.
+    """
+    if record.clearing is not None or not record.all_confirmed:
+        return record
+    return msgspec.structs.replace(record, clearing=Clearing(cleared_at=now, by=by))
+
+
+def apply_verification(
+    record: Teardown,
+    *,
+    listed: Sequence[Snapshot],
+    gets: Sequence[tuple[str, GetResult]],
+    now: datetime,
+    by: str,
+) -> Outcome | None:
+    """One verification by replica `by`: the quorum LIST, then the GETs (uid → answer) of the
+    open objects it did not show, then the cleared rule. None when `clearing` is already set
+    (nothing a later read shows can undo it)."""
+    if record.clearing is not None:
+        return None
+    outcome, _ = apply_list(record, items=listed, now=now)
+    confirmed = list(outcome.confirmed)
+    added = list(outcome.added)
+    new = outcome.record
+    for uid, result in gets:
+        step = apply_get(new, uid=uid, result=result, now=now)
+        confirmed.extend(step.confirmed)
+        added.extend(step.added)
+        new = step.record
+    new = decide_cleared(mark_verified(new, now), now=now, by=by)
+    return Outcome(new, tuple(confirmed), tuple(added))

@@ -15,18 +15,49 @@ with the same Msg-Ids, so a crash between claim and done repeats nothing visible
 by *this* replica (same replica id: a restarted pod) is resumed at once.
 
 Timers are nothing but these functions evaluated against the KV record, so they survive
-restarts and replica hand-overs by construction.
+restarts and replica hand-overs by construction. :func:`next_work` is the one decision the
+replica's evaluation loop acts on (verify, publish `cleared`, or run a step), so the whole
+ladder can be driven by plain calls with an explicit ``now``.
+
+Durations come from user input (the AppWrapper's policy): a deadline beyond what a datetime
+can hold is clamped to :data:`NEVER` instead of raising, so an absurd value means "not in
+this lifetime" and never stops a teardown from being recorded.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
+from typing import Final, Literal
 
 import msgspec
 
 from clearance.events import EscalationStep
 from clearance_tracker.teardown import STEPS, StepState, Teardown
+
+NEVER: Final = datetime.max.replace(tzinfo=UTC)
+"""The latest representable moment: where a deadline too far away to compute lands."""
+
+MAX_SECONDS: Final = 100 * 365 * 86400
+"""Durations above a century are clamped to it before any arithmetic (then to :data:`NEVER`)."""
+
+Work = Literal["verify", "publish_cleared"] | EscalationStep
+"""What an owned record needs next: a verification, `cleared` published, or a ladder step."""
+
+
+def after(start: datetime, seconds: float) -> datetime:
+    """``start + seconds``, clamped to :data:`NEVER` (never raises on huge or odd input)."""
+    try:
+        value = float(seconds)
+    except OverflowError:  # an int beyond any float
+        value = math.inf if seconds > 0 else -math.inf
+    if math.isnan(value):
+        return NEVER
+    try:
+        return start + timedelta(seconds=max(-MAX_SECONDS, min(value, MAX_SECONDS)))
+    except OverflowError:
+        return NEVER
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,15 +82,15 @@ def deadline(record: Teardown, step: EscalationStep, timing: Timing) -> datetime
     if step == "stuck_alert":
         if policy.stuck_alert_seconds <= 0:
             return None
-        return start + timedelta(seconds=policy.stuck_alert_seconds)
+        return after(start, policy.stuck_alert_seconds)
     if policy.force_deletion_seconds <= 0:
         return None
-    force = start + timedelta(seconds=policy.force_deletion_seconds)
+    force = after(start, policy.force_deletion_seconds)
     if step == "force_deletion":
         return force
     if policy.finalizer_removal != "AfterForceDeletion":
         return None
-    return force + timedelta(seconds=timing.finalizer_removal_delay)
+    return after(force, timing.finalizer_removal_delay)
 
 
 def fix_deadlines(record: Teardown, timing: Timing) -> Teardown:
@@ -77,7 +108,7 @@ def _claim_live(state: StepState, *, now: datetime, me: str, timing: Timing) -> 
         return True
     if state.claimed_by == me:
         return False  # our own unfinished claim (we restarted): resume it
-    return now < state.claimed_at + timedelta(seconds=timing.claim_timeout)
+    return now < after(state.claimed_at, timing.claim_timeout)
 
 
 def due_step(record: Teardown, *, now: datetime, me: str, timing: Timing) -> EscalationStep | None:
@@ -139,7 +170,7 @@ def verification_due(record: Teardown, *, now: datetime, timing: Timing) -> bool
         return False
     if record.last_verified_at is None or record.clearing is not None:
         return True
-    return now >= record.last_verified_at + timedelta(seconds=timing.verify_interval)
+    return now >= after(record.last_verified_at, timing.verify_interval)
 
 
 def next_wakeup(record: Teardown, *, now: datetime, me: str, timing: Timing) -> datetime | None:
@@ -150,14 +181,14 @@ def next_wakeup(record: Teardown, *, now: datetime, me: str, timing: Timing) -> 
     if record.last_verified_at is None:
         moments.append(now)
     else:
-        moments.append(record.last_verified_at + timedelta(seconds=timing.verify_interval))
+        moments.append(after(record.last_verified_at, timing.verify_interval))
     for step in STEPS:
         when = deadline(record, step, timing)
         if when is None or record.step_done(step):
             continue
         state = record.steps.get(step)
         if state is not None and state.claimed_by != me:
-            when = max(when, state.claimed_at + timedelta(seconds=timing.claim_timeout))
+            when = max(when, after(state.claimed_at, timing.claim_timeout))
         moments.append(when)
         break
     return min(moments)
@@ -169,3 +200,21 @@ def stuck_objects_count(record: Teardown, *, now: datetime, timing: Timing) -> i
     if record.cleared or when is None or now < when:
         return 0
     return len(record.open_objects)
+
+
+def next_work(
+    record: Teardown, *, now: datetime, me: str, timing: Timing, verified: bool = False
+) -> Work | None:
+    """What replica `me` must do next for `record`, or None (not its record, or nothing due).
+
+    In order: publish `cleared` once it is fixed; verify when every tracked UID is confirmed
+    (the final quorum LIST) or the periodic re-check is due — unless ``verified`` (this
+    evaluation already verified); else the due ladder step.
+    """
+    if record.owner != me or record.cleared:
+        return None
+    if record.clearing is not None:
+        return "publish_cleared"
+    if not verified and (record.all_confirmed or verification_due(record, now=now, timing=timing)):
+        return "verify"
+    return due_step(record, now=now, me=me, timing=timing)

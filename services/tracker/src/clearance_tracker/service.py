@@ -22,6 +22,7 @@ from clearance.telemetry import HealthServer, setup_tracing
 from clearance_tracker import spans
 from clearance_tracker.metrics import TrackerMetrics
 from clearance_tracker.settings import TrackerSettings
+from clearance_tracker.store import ensure_bucket
 from clearance_tracker.tracking import Tracker
 
 log = logging.getLogger(__name__)
@@ -81,19 +82,8 @@ async def run(settings: TrackerSettings, *, stop: asyncio.Event) -> None:
     try:
         nc = await bus.connect(settings, name=f"{SERVICE_NAME}-{settings.identity}")
         js = nc.jetstream(timeout=5)
-        await bus.ensure_topology(
-            js,
-            buckets=(
-                bus.KvSpec(
-                    settings.kv_bucket,
-                    history=5,
-                    description="Per-AppWrapper teardown state (tracker records + heartbeats).",
-                    replicas=settings.stream_replicas,
-                ),
-            ),
-            replicas=settings.stream_replicas,
-        )
-        kv = await js.key_value(settings.kv_bucket)
+        await bus.ensure_topology(js, buckets=(), replicas=settings.stream_replicas)
+        kv = await ensure_bucket(js, settings)
         kube = await Kube.connect(
             KubeConfig(
                 kubeconfig=str(settings.kubeconfig) if settings.kubeconfig else None,

@@ -18,7 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from clearance.events import TeardownPolicy
 from clearance.settings import CommonSettings, Seconds, SettingsError, doc
+from clearance_tracker.escalation import MAX_SECONDS
 
 FinalizerRemoval = Literal["Never", "AfterForceDeletion"]
 
@@ -210,3 +212,15 @@ class TrackerSettings(CommonSettings):
     def identity(self) -> str:
         """The replica id in effect (the setting, else derived from the host name)."""
         return self.replica_id or default_replica_id()
+
+    def default_policy(self) -> TeardownPolicy:
+        """The teardown policy of a `teardown.started` that carries none (operator defaults).
+
+        Durations are clamped to a century (:data:`.escalation.MAX_SECONDS`): a larger one
+        means "never" anyway, and would not fit the record's 64-bit integers.
+        """
+        return TeardownPolicy(
+            stuck_alert_seconds=min(round(self.stuck_alert_time), MAX_SECONDS),
+            force_deletion_seconds=min(round(self.force_deletion_time), MAX_SECONDS),
+            finalizer_removal=self.finalizer_removal,
+        )

@@ -1,27 +1,20 @@
 """The teardown record: everything the tracker knows about one (AppWrapper, attempt).
 
-The record is the tracker's only state. It lives in the JetStream KV bucket
-`clearance-teardowns` under ``td.<aw-uid>.<attempt>`` and every change is a compare-and-swap
-(``update(last=revision)``), so any replica can apply any kube event, a restarted replica
-rebuilds everything (timers included) from the bucket, and two replicas can never both claim
-an escalation step. Replica liveness heartbeats share the bucket under ``replica.<id>``.
-
-Records are immutable msgspec Structs; the pure modules (:mod:`.confirmation`,
-:mod:`.escalation`) return new records, and :class:`TeardownStore` writes them with CAS.
+This module owns the shape of the tracker's only state and its JSON encoding: the record
+(`Teardown`: the tracked objects by UID, the policy and its fixed deadlines, the escalation
+steps claimed and done, the `cleared` fact), the replica heartbeat, and their KV keys
+(``td.<aw-uid>.<attempt>``, ``replica.<id>``). Records are immutable msgspec Structs; the pure
+modules (:mod:`.inventory`, :mod:`.confirmation`, :mod:`.escalation`) return new records and
+:mod:`.store` writes them with compare-and-swap, so a restarted replica rebuilds everything,
+timers included, by decoding what the bucket holds.
 """
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from datetime import datetime
 from typing import Final, Literal
 
 import msgspec
-import nats.js.errors
 from msgspec import Struct, field
-from nats.js.kv import KeyValue
 
 from clearance.events import (
     AppWrapperRef,
@@ -30,8 +23,6 @@ from clearance.events import (
     TeardownPolicy,
     UtcDateTime,
 )
-
-log = logging.getLogger(__name__)
 
 ConfirmHow = Literal["watch_deleted", "get_404", "uid_changed", "list_absent"]
 Source = Literal["inventory", "watch", "list", "owner"]
@@ -176,86 +167,3 @@ def decode_record(data: bytes) -> Teardown:
 
 def decode_heartbeat(data: bytes) -> Heartbeat:
     return _HEARTBEAT.decode(data)
-
-
-@dataclass(frozen=True, slots=True)
-class Versioned:
-    """A record and the KV revision it was read at (the CAS token)."""
-
-    record: Teardown
-    revision: int
-
-
-class RecordConflict(Exception):
-    """A CAS write lost against a concurrent writer; read again and re-apply."""
-
-
-Mutation = Callable[[Teardown], Teardown | None]
-AsyncMutation = Callable[[Teardown], Awaitable[Teardown | None]]
-
-
-class TeardownStore:
-    """CAS access to teardown records and heartbeats in the KV bucket."""
-
-    def __init__(self, kv: KeyValue, *, max_attempts: int = 50) -> None:
-        self.kv = kv
-        self.max_attempts = max_attempts
-
-    async def get(self, key: str) -> Versioned | None:
-        try:
-            entry = await self.kv.get(key)
-        except nats.js.errors.KeyNotFoundError:
-            return None
-        if entry.value is None or entry.operation in ("DEL", "PURGE"):
-            return None
-        return Versioned(decode_record(entry.value), int(entry.revision or 0))
-
-    async def create(self, record: Teardown) -> Versioned | None:
-        """Create the record; None when it already exists (a redelivered teardown.started)."""
-        try:
-            revision = await self.kv.create(record.key, encode(record))
-        except nats.js.errors.KeyWrongLastSequenceError:
-            return None
-        return Versioned(record, int(revision))
-
-    async def write(self, current: Versioned, record: Teardown) -> Versioned:
-        """CAS write of ``record`` over ``current``; raises :class:`RecordConflict`."""
-        try:
-            revision = await self.kv.update(record.key, encode(record), last=current.revision)
-        except nats.js.errors.KeyWrongLastSequenceError as exc:
-            raise RecordConflict(record.key) from exc
-        return Versioned(record, int(revision))
-
-    async def mutate(
-        self, key: str, change: Mutation, *, known: Versioned | None = None
-    ) -> tuple[Versioned | None, bool]:
-        """Read, apply the pure ``change``, CAS write; repeat on conflicts.
-
-        ``known`` (e.g. from the replica's cache) saves the first read; a stale one only
-        costs a conflict. Returns (latest version, whether this call wrote it). ``change``
-        returning None or an equal record means "nothing to write".
-        """
-        for attempt in range(self.max_attempts):
-            current = known if (attempt == 0 and known is not None) else await self.get(key)
-            if current is None:
-                return None, False
-            new = change(current.record)
-            if new is None or new == current.record:
-                if attempt == 0 and known is not None:
-                    continue  # the cached copy may be stale: decide on a fresh read
-                return current, False
-            try:
-                return await self.write(current, new), True
-            except RecordConflict:
-                continue
-        raise RecordConflict(f"{key}: gave up after {self.max_attempts} conflicting writes")
-
-    async def delete(self, key: str, revision: int) -> bool:
-        try:
-            await self.kv.delete(key, last=revision)
-        except nats.js.errors.KeyWrongLastSequenceError:
-            return False
-        return True
-
-    async def beat(self, replica: str, at: datetime) -> None:
-        await self.kv.put(replica_key(replica), encode(Heartbeat(replica=replica, at=at)))

@@ -1,0 +1,130 @@
+"""Fresh reads of the API server: quorum LISTs, GETs of tracked objects, and their nodes.
+
+This module owns every read the tracker makes of Kubernetes and the decoding of what comes
+back into the snapshots the pure rules take (:class:`~clearance.events.PodObject` for pods,
+:class:`~clearance.events.ItemObject` for every other kind). A LIST has no resourceVersion
+(a quorum read) and selects by the AppWrapper label, one per kind the record knows; a kind
+the server does not serve lists as empty and GETs as 404 (its objects cannot exist). Reads
+that fail for another reason raise: the caller retries later rather than conclude anything.
+Batching LISTs across teardowns (one per namespace and kind) would be a change local to
+:meth:`ApiReader.list_all`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterable
+from typing import Final
+
+import msgspec
+
+from clearance import labels
+from clearance.events import ItemObject, NodeObject, PodObject
+from clearance.kube import NODES, Kube, KubeError
+from clearance_tracker.confirmation import GetResult, Missing, Snapshot
+from clearance_tracker.metrics import TrackerMetrics
+from clearance_tracker.resources import Resolver
+from clearance_tracker.teardown import Teardown, TrackedObject
+
+log = logging.getLogger(__name__)
+
+_POD_DECODER: Final = msgspec.json.Decoder(PodObject)
+_ITEM_DECODER: Final = msgspec.json.Decoder(ItemObject)
+_NODE_DECODER: Final = msgspec.json.Decoder(NodeObject)
+
+KindKey = tuple[str, str]
+"""(apiVersion, kind)."""
+
+Listing = tuple[frozenset[KindKey], list[Snapshot]]
+"""The kinds a verification LIST covered, and the objects it found."""
+
+
+def kinds(record: Teardown) -> frozenset[KindKey]:
+    """(apiVersion, kind) pairs the final LIST must cover: pods, wrapped kinds, tracked kinds."""
+    found = {("v1", "Pod")}
+    found.update((k.api_version, k.kind) for k in record.wrapped_kinds)
+    found.update((o.api_version, o.kind) for o in record.objects.values())
+    return frozenset(found)
+
+
+def decode_snapshot(raw: bytes | msgspec.Raw, *, api_version: str, kind: str) -> Snapshot:
+    if kind == "Pod" and api_version == "v1":
+        return _POD_DECODER.decode(raw)
+    # LIST items carry no kind/apiVersion; ItemObject requires them.
+    data = msgspec.json.decode(raw)
+    data.setdefault("kind", kind)
+    data.setdefault("apiVersion", api_version)
+    return _ITEM_DECODER.decode(msgspec.json.encode(data))
+
+
+class ApiReader:
+    """Reads of pods, items and nodes for one tracker replica."""
+
+    def __init__(self, kube: Kube, *, metrics: TrackerMetrics) -> None:
+        self.kube = kube
+        self.resolver = Resolver(kube)
+        self.metrics = metrics
+
+    async def list_all(self, record: Teardown) -> Listing:
+        """Quorum LIST by the AppWrapper label of pods and every kind the record knows."""
+        aw = record.appwrapper
+        selector = labels.selector_for(aw.name)
+        covered = kinds(record)
+        results = await asyncio.gather(
+            *(self.list_kind(api, kind, aw.namespace, selector) for api, kind in covered)
+        )
+        return covered, [snapshot for result in results for snapshot in result]
+
+    async def list_kind(
+        self, api_version: str, kind: str, namespace: str, selector: str
+    ) -> list[Snapshot]:
+        """Quorum LIST of one kind by the AppWrapper label ([] when the kind is not served)."""
+        resource = await self.resolver.resolve(api_version, kind)
+        if resource is None:
+            return []
+        try:
+            result = await self.kube.list(resource, namespace=namespace, label_selector=selector)
+        except KubeError as exc:
+            if exc.not_found:
+                return []
+            self.metrics.kube_errors.labels("list").inc()
+            raise
+        snapshots: list[Snapshot] = []
+        for raw in result.items:
+            try:
+                snapshots.append(decode_snapshot(raw, api_version=api_version, kind=kind))
+            except msgspec.DecodeError as exc:
+                log.warning("unreadable object in LIST", extra={"error": str(exc)})
+        return snapshots
+
+    async def get(self, obj: TrackedObject) -> GetResult:
+        """GET of a tracked object by kind/namespace/name (the answer may be another UID)."""
+        resource = await self.resolver.resolve(obj.api_version, obj.kind)
+        if resource is None:
+            return Missing(obj.uid)
+        try:
+            raw = await self.kube.get(resource, obj.name, namespace=obj.namespace)
+        except KubeError as exc:
+            if exc.not_found:
+                return Missing(obj.uid)
+            self.metrics.kube_errors.labels("get").inc()
+            raise
+        return decode_snapshot(raw, api_version=obj.api_version, kind=obj.kind)
+
+    async def get_open(self, record: Teardown) -> list[tuple[str, GetResult]]:
+        """GET of every open object of `record`, in the ladder's order (pods first)."""
+        return [(o.uid, await self.get(o)) for o in record.open_objects]
+
+    async def nodes(self, names: Iterable[str]) -> dict[str, NodeObject | None]:
+        """The named nodes (None: the node does not exist); a failed GET leaves it out."""
+        found: dict[str, NodeObject | None] = {}
+        for name in sorted(set(names)):
+            try:
+                found[name] = _NODE_DECODER.decode(await self.kube.get(NODES, name))
+            except KubeError as exc:
+                if exc.not_found:
+                    found[name] = None
+                else:
+                    self.metrics.kube_errors.labels("get_node").inc()
+        return found
