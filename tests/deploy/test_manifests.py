@@ -19,10 +19,10 @@ from typing import Any
 import kubernetes_validate
 import pytest
 import yaml
-from deploy_support import DATA, OVERLAYS, SERVICES, KubesimThread, Obj, render
+from deploy_support import DATA, OPERATOR_KINDS, OVERLAYS, SERVICES, KubesimThread, Obj, render
 
 KUBERNETES_VERSION = "1.32.0"
-CUSTOM_KINDS = frozenset({"CustomResourceDefinition", "PrometheusRule"})
+CUSTOM_KINDS = frozenset({"CustomResourceDefinition", *OPERATOR_KINDS})
 
 
 def key(obj: Obj) -> tuple[str, str, str]:
@@ -72,14 +72,15 @@ def test_overlay_renders_every_part(overlay: str) -> None:
         "Service",
         "ConfigMap",
         "PrometheusRule",
+        "ServiceMonitor",
     } <= kinds
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
 def test_builtin_objects_are_valid_for_kubernetes_1_32(overlay: str) -> None:
     for obj in render(f"overlays/{overlay}"):
-        if obj["kind"] == "PrometheusRule":
-            continue  # a CRD kind: checked by kubesim against the CRD schema below
+        if obj["kind"] in OPERATOR_KINDS:
+            continue  # CRD kinds: checked by kubesim against the CRD schemas below
         try:
             kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)
         except kubernetes_validate.ValidationError as exc:
@@ -93,8 +94,10 @@ def test_rendered_objects_apply_to_kubesim_and_read_back_unchanged(
     objs = render(f"overlays/{overlay}")
     crds = [o for o in objs if o["kind"] == "CustomResourceDefinition"]
     stored = [o for o in objs if o["kind"] != "CustomResourceDefinition"]
-    prometheus_crd = (DATA / "prometheusrule-crd.yaml").read_text()
-    kubesim.kubectl("apply", "-f", "-", stdin=prometheus_crd + "---\n" + yaml.safe_dump_all(crds))
+    operator_crds = "---\n".join(
+        (DATA / f"{kind.lower()}-crd.yaml").read_text() for kind in sorted(OPERATOR_KINDS)
+    )
+    kubesim.kubectl("apply", "-f", "-", stdin=operator_crds + "---\n" + yaml.safe_dump_all(crds))
     manifest = tmp_path / "rendered.yaml"
     manifest.write_text(yaml.safe_dump_all(stored))
     kubesim.kubectl("apply", "-f", str(manifest))
