@@ -5,10 +5,12 @@ PY_SRC := libs/clearance/src libs/kubesim/src services/watcher/src services/trac
 
 .PHONY: install test lint schemas demo bench
 
-## install: install uv from PyPI if missing, then the locked workspace into .venv
+## install: install uv from PyPI if missing, then the locked workspace into .venv, then Debian's
+## prometheus package (prometheus + promtool, for the alert tests) where apt can and it is missing
 install:
 	@command -v uv >/dev/null 2>&1 || python3 -m uv --version >/dev/null 2>&1 || python3 -m pip install --quiet --disable-pip-version-check uv
 	@$(UV) sync --all-packages --frozen --compile-bytecode --quiet
+	@.ci/install-prometheus
 
 ## test: the whole pytest suite against a real nats-server and kubesim
 test: install

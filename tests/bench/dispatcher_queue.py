@@ -43,6 +43,7 @@ from clearance.events import (
 from clearance_dispatcher import capacity, queueing
 from clearance_dispatcher.controller import Dispatcher
 from clearance_dispatcher.metrics import DispatcherMetrics
+from clearance_dispatcher.runtime import Runtime
 from clearance_dispatcher.settings import DispatcherSettings
 from clearance_dispatcher.workqueue import WorkQueue
 
@@ -142,11 +143,13 @@ def queued_appwrapper(i: int) -> dict[str, Any]:
 
 def dispatcher_with(queued: int) -> Dispatcher:
     dispatcher = Dispatcher(
-        DispatcherSettings(),
-        kube=None,  # type: ignore[arg-type] - scan() never touches the API
-        js=None,  # type: ignore[arg-type]
-        tracer=trace.get_tracer("bench"),
-        metrics=DispatcherMetrics(CollectorRegistry()),
+        Runtime(
+            DispatcherSettings(),
+            kube=None,  # type: ignore[arg-type] - scan() never touches the API
+            js=None,  # type: ignore[arg-type]
+            tracer=trace.get_tracer("bench"),
+            metrics=DispatcherMetrics(CollectorRegistry()),
+        )
     )
     for i in range(NODES):
         dispatcher.on_node(node(i))
@@ -159,9 +162,10 @@ def dispatcher_with(queued: int) -> Dispatcher:
 
 def _reset(dispatcher: Dispatcher) -> None:
     # Every round starts from the same queue: nothing admitted yet, no reason recorded.
-    dispatcher.admitted.clear()
-    dispatcher.waiting.clear()
-    dispatcher.queue = WorkQueue()
+    for entry in dispatcher.state.appwrappers.values():
+        entry.local.admitted = False
+        entry.local.waiting = None
+    dispatcher.rt.queue = WorkQueue()
 
 
 def timed(fn: Any, rounds: int, *, reset: Dispatcher | None = None) -> list[float]:
@@ -181,21 +185,21 @@ def measure(queued: int, rounds: int) -> dict[str, Any]:
     scan_ms = timed(d.scan, rounds, reset=d)
     _reset(d)
     d.scan()
-    admitted = len(d.admitted)
+    admitted = sum(e.local.admitted for e in d.state.appwrappers.values())
     _reset(d)
-    cands = d.candidates()
+    cands = d.admission.candidates()
     free = capacity.free_capacity(
-        d.state.nodes.values(), d.state.pods.values(), d._reservations(),
+        d.state.nodes.values(), d.state.pods.values(), d.admission.reservations(),
         requests_of=d.state.requests_of,
     )  # fmt: skip
     parts = {
-        "candidates_ms": spread(timed(d.candidates, rounds), digits=2),
+        "candidates_ms": spread(timed(d.admission.candidates, rounds), digits=2),
         "free_capacity_ms": spread(
             timed(
                 lambda: capacity.free_capacity(
                     d.state.nodes.values(),
                     d.state.pods.values(),
-                    d._reservations(),
+                    d.admission.reservations(),
                     requests_of=d.state.requests_of,
                 ),
                 rounds,

@@ -653,3 +653,43 @@ async def test_publish_during_an_outage_is_retried_and_stored_once(
         if s.name.endswith("_total")
     )
     assert retries >= 1
+
+
+async def test_consumer_exports_its_backlog_and_how_long_messages_waited(
+    js: JetStreamContext, unique_names: Any, metrics_registry: CollectorRegistry
+) -> None:
+    spec = ConsumerSpec(unique_names.stream_spec(), unique_names.durable, ack_wait=5)
+    gate = asyncio.Event()
+
+    async def held(event: Ping, delivery: Delivery) -> None:
+        await gate.wait()
+
+    handler = Recorder(held)
+    metrics = BusMetrics(metrics_registry)
+    labels = {"stream": unique_names.stream, "consumer": unique_names.durable}
+    await ensure_stream(js, spec.stream)
+    for i in range(8):
+        await publish(js, unique_names.subject("ping"), Ping(n=i), msg_id=f"m{i}", streams=())
+    waited = 0.3
+    await asyncio.sleep(waited)
+    async with make_consumer(js, spec, handler, metrics=metrics, concurrency=1):
+        # Exported at 0 from the start, so that the first dead letter is an increase.
+        assert (
+            metrics_registry.get_sample_value("clearance_events_dead_lettered_total", labels) == 0
+        )
+        await eventually(lambda: len(handler.calls) == 1, what="the first delivery")
+        assert sample(metrics_registry, "clearance_consumer_pending_messages", **labels) == 7
+        gate.set()
+        await eventually(lambda: len(handler.calls) == 8, what="all handled")
+        await eventually(
+            lambda: (
+                metrics_registry.get_sample_value("clearance_consumer_pending_messages", labels)
+                == 0
+            ),
+            timeout=5,
+            what="the backlog gauge back at 0",
+        )
+    count = sample(metrics_registry, "clearance_consumer_lag_seconds_count", **labels)
+    total = sample(metrics_registry, "clearance_consumer_lag_seconds_sum", **labels)
+    assert count == 8
+    assert total >= 8 * waited * 0.9

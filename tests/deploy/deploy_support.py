@@ -28,6 +28,9 @@ DEPLOY = REPO / "deploy"
 DATA = Path(__file__).parent / "data"
 OVERLAYS = ("dev", "prod")
 SERVICES = ("watcher", "tracker", "dispatcher")
+OPERATOR_KINDS = frozenset({"PrometheusRule", "ServiceMonitor"})
+"""Prometheus Operator kinds: no Kubernetes schema; kubesim checks them against stand-in CRDs
+(data/*-crd.yaml)."""
 
 T = TypeVar("T")
 Obj = dict[str, Any]
@@ -113,6 +116,23 @@ def secret_values(objs: list[Obj], name: str) -> dict[str, str]:
     values = {k: base64.b64decode(v).decode() for k, v in (secret.get("data") or {}).items()}
     values.update(secret.get("stringData") or {})
     return values
+
+
+def exported_metric_names() -> set[str]:
+    """Every `clearance_*` metric name the libraries and services register (without the
+    `_total`/`_bucket`/… suffix prometheus_client adds)."""
+    names: set[str] = set()
+    for source in [
+        *REPO.glob("libs/clearance/src/clearance/*.py"),
+        *REPO.glob("services/*/src/*/*.py"),
+    ]:
+        names |= set(re.findall(r'"(clearance_[a-z0-9_]+)"', source.read_text()))
+    return names
+
+
+def exported(name: str) -> bool:
+    """Whether a metric name as Prometheus stores it (`clearance_x_total`) is exported."""
+    return re.sub(r"_(total|bucket|sum|count|created)$", "", name) in exported_metric_names()
 
 
 class KubesimThread(BackgroundApiServer):

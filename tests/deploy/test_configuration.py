@@ -20,6 +20,7 @@ from deploy_support import (
     Obj,
     container,
     container_environment,
+    exported_metric_names,
     one,
     render,
 )
@@ -27,6 +28,7 @@ from deploy_support import (
 from clearance.natsserver import find_nats_server, nats_server_version
 from clearance.settings import CommonSettings
 from clearance_dispatcher.settings import DispatcherSettings
+from clearance_tracker.diagnosis import CAUSE_NAMES
 from clearance_tracker.settings import TrackerSettings
 from clearance_watcher.settings import WatcherSettings
 
@@ -153,16 +155,6 @@ def test_every_namespaced_object_lives_in_the_clearance_namespace() -> None:
                 )
 
 
-def exported_metric_names() -> set[str]:
-    names: set[str] = set()
-    for source in [
-        *REPO.glob("libs/clearance/src/clearance/*.py"),
-        *REPO.glob("services/*/src/*/*.py"),
-    ]:
-        names |= set(re.findall(r'"(clearance_[a-z0-9_]+)"', source.read_text()))
-    return names
-
-
 def test_prometheus_rule_uses_metrics_the_services_export() -> None:
     [rule] = [o for o in render("overlays/prod") if o["kind"] == "PrometheusRule"]
     exported = exported_metric_names()
@@ -170,7 +162,8 @@ def test_prometheus_rule_uses_metrics_the_services_export() -> None:
     assert {"ClearanceTeardownStuck", "ClearanceRequeueStorm"} <= {a["alert"] for a in alerts}
     for alert in alerts:
         used = re.findall(r"\b(clearance_[a-z0-9_]+)", alert["expr"])
-        assert used, alert["alert"]
+        scrape_health = re.search(r'\bup\{job=~?"clearance-', alert["expr"]) is not None
+        assert used or scrape_health, alert["alert"]
         for name in used:
             base = re.sub(r"_(total|bucket|sum|count|created)$", "", name)
             assert base in exported, f"{alert['alert']}: {name} is not exported by any service"
@@ -179,6 +172,9 @@ def test_prometheus_rule_uses_metrics_the_services_export() -> None:
     tracker_metrics = (REPO / "services/tracker/src/clearance_tracker/metrics.py").read_text()
     for step in re.findall(r'step="([a-z_]+)"', yaml.safe_dump(rule)):
         assert f'"{step}"' in tracker_metrics, f"escalation step {step!r} is not a label value"
+    for causes in re.findall(r'cause=~?"([a-z_|]+)"', yaml.safe_dump(rule)):
+        unknown = set(causes.split("|")) - set(CAUSE_NAMES)
+        assert not unknown, f"diagnosis causes {unknown} are no `cause` label value"
 
 
 def test_images_agree_between_kubernetes_compose_and_the_tested_nats_server() -> None:

@@ -2,10 +2,10 @@
 object is applied with `kubectl apply` to kubesim and read back unchanged, and the deployed CRD
 serves AppWrappers afterwards.
 
-kubesim serves core, apps, batch, coordination, RBAC and CRDs, but not policy/v1
-(PodDisruptionBudget) nor networking.k8s.io/v1 (NetworkPolicy) — see docs/NEEDS.md "## deploy".
-Those kinds, like every other built-in kind, are also validated strictly against the real
-Kubernetes 1.32 schemas (kubernetes-validate), so a misspelt field cannot hide there.
+kubesim serves every kind the overlays render (core, apps, batch, coordination, RBAC, policy/v1
+PodDisruptionBudget, networking.k8s.io/v1 NetworkPolicy, CRDs). Every built-in object is also
+validated strictly against the real Kubernetes 1.32 schemas (kubernetes-validate), so a
+misspelt field cannot hide there.
 """
 
 from __future__ import annotations
@@ -18,11 +18,10 @@ from typing import Any
 import kubernetes_validate
 import pytest
 import yaml
-from deploy_support import DATA, OVERLAYS, SERVICES, KubesimThread, Obj, render
+from deploy_support import DATA, OPERATOR_KINDS, OVERLAYS, SERVICES, KubesimThread, Obj, render
 
 KUBERNETES_VERSION = "1.32.0"
-NOT_SERVED_BY_KUBESIM = frozenset({"PodDisruptionBudget", "NetworkPolicy"})
-CUSTOM_KINDS = frozenset({"CustomResourceDefinition", "PrometheusRule"})
+CUSTOM_KINDS = frozenset({"CustomResourceDefinition", *OPERATOR_KINDS})
 
 
 def key(obj: Obj) -> tuple[str, str, str]:
@@ -56,14 +55,15 @@ def test_overlay_renders_every_part(overlay: str) -> None:
         "Service",
         "ConfigMap",
         "PrometheusRule",
+        "ServiceMonitor",
     } <= kinds
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
 def test_builtin_objects_are_valid_for_kubernetes_1_32(overlay: str) -> None:
     for obj in render(f"overlays/{overlay}"):
-        if obj["kind"] == "PrometheusRule":
-            continue  # a CRD kind: checked by kubesim against the CRD schema below
+        if obj["kind"] in OPERATOR_KINDS:
+            continue  # CRD kinds: checked by kubesim against the CRD schemas below
         try:
             kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)
         except kubernetes_validate.ValidationError as exc:
@@ -76,11 +76,11 @@ def test_rendered_objects_apply_to_kubesim_and_read_back_unchanged(
 ) -> None:
     objs = render(f"overlays/{overlay}")
     crds = [o for o in objs if o["kind"] == "CustomResourceDefinition"]
-    stored = [
-        o for o in objs if o["kind"] not in NOT_SERVED_BY_KUBESIM | {"CustomResourceDefinition"}
-    ]
-    prometheus_crd = (DATA / "prometheusrule-crd.yaml").read_text()
-    kubesim.kubectl("apply", "-f", "-", stdin=prometheus_crd + "---\n" + yaml.safe_dump_all(crds))
+    stored = [o for o in objs if o["kind"] != "CustomResourceDefinition"]
+    operator_crds = "---\n".join(
+        (DATA / f"{kind.lower()}-crd.yaml").read_text() for kind in sorted(OPERATOR_KINDS)
+    )
+    kubesim.kubectl("apply", "-f", "-", stdin=operator_crds + "---\n" + yaml.safe_dump_all(crds))
     manifest = tmp_path / "rendered.yaml"
     manifest.write_text(yaml.safe_dump_all(stored))
     kubesim.kubectl("apply", "-f", str(manifest))

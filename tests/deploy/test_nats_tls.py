@@ -19,6 +19,7 @@ import pytest
 import yaml
 from deploy_support import (
     DEPLOY,
+    OPERATOR_KINDS,
     SERVICES,
     NatsProcess,
     Obj,
@@ -91,7 +92,7 @@ def tls(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[NatsProcess,
 def test_component_renders_valid_objects_mounting_the_secret(tmp_path: Path) -> None:
     objs = render_with_tls(tmp_path)
     for obj in objs:
-        if obj["kind"] != "PrometheusRule":
+        if obj["kind"] not in OPERATOR_KINDS:
             kubernetes_validate.validate(obj, "1.32.0", strict=True)
     [statefulset] = [o for o in objs if o["kind"] == "StatefulSet"]
     mounts = {m["mountPath"] for m in container(statefulset)["volumeMounts"]}

@@ -14,6 +14,7 @@ from typing import Any
 
 from tests.dispatcher.conftest import job_appwrapper
 
+from clearance import attributes as attr
 from clearance.kube import KubeConfig
 from clearance_dispatcher.service import Service
 from clearance_dispatcher.settings import DispatcherSettings
@@ -54,28 +55,33 @@ async def running_dispatcher(env: Any, tracing: Any, **overrides: Any) -> AsyncI
     assert code == 0
 
 
+async def _requeue_once(env: Any, name: str) -> None:
+    """An AppWrapper whose pods never run: requeued after 1 s, then redispatched."""
+    await env.create_aw(
+        job_appwrapper(
+            name,
+            env.namespace,
+            unschedulable=True,
+            min_available=1,
+            completion=False,
+            requeuing={"timeInSeconds": 1, "growthType": "none"},
+        )
+    )
+    await env.wait_event("cycle.redispatched", name, timeout=30)
+
+
 async def test_requeue_cycle_is_one_trace_from_decision_to_redispatch(
     make_env: Any, tracing: Any
 ) -> None:
     env = await make_env()
     async with running_dispatcher(env, tracing):
-        await env.create_aw(
-            job_appwrapper(
-                "traced",
-                env.namespace,
-                unschedulable=True,
-                min_available=1,
-                completion=False,
-                requeuing={"timeInSeconds": 1, "growthType": "none"},
-            )
-        )
-        await env.wait_event("cycle.redispatched", "traced", timeout=30)
+        await _requeue_once(env, "traced")
     spans = tracing.exporter.get_finished_spans()
     (root,) = [
         s for s in spans if s.name == "requeue.cycle" and s.attributes.get("clearance.attempt") == 1
     ]
     assert root.parent is None
-    assert root.attributes["appwrapper.name"] == "traced"
+    assert root.attributes[attr.APPWRAPPER_NAME] == "traced"
     assert root.attributes["clearance.reason"] == "MinPodsNotRunning"
     trace_id = root.context.trace_id
     in_trace = [s for s in spans if s.context.trace_id == trace_id]
@@ -84,6 +90,29 @@ async def test_requeue_cycle_is_one_trace_from_decision_to_redispatch(
     (redispatch,) = [s for s in in_trace if s.name == "redispatch"]
     assert redispatch.parent is not None and redispatch.parent.span_id == root.context.span_id
     assert any(s.name.endswith("teardown.started") for s in in_trace)  # PRODUCER span
+
+
+async def test_span_attributes_are_semantic_conventions_or_clearance_namespaced(
+    make_env: Any, tracing: Any
+) -> None:
+    env = await make_env()
+    async with running_dispatcher(env, tracing):
+        await _requeue_once(env, "named")
+    spans = tracing.exporter.get_finished_spans()
+    names = {name for s in spans for name in (s.attributes or {})}
+    assert {
+        attr.K8S_NAMESPACE_NAME,
+        attr.APPWRAPPER_NAME,
+        attr.APPWRAPPER_UID,
+        attr.ATTEMPT,
+    } <= names, names
+    assert {"messaging.system", "messaging.destination.name"} <= names, names
+    ours = {v for k, v in vars(attr).items() if k.isupper() and isinstance(v, str)}
+    unknown = [n for n in names if n not in ours and not n.startswith(("clearance.", "messaging."))]
+    assert unknown == [], unknown
+    (root,) = [s for s in spans if s.name == "requeue.cycle"]
+    assert root.attributes is not None
+    assert root.attributes[attr.K8S_NAMESPACE_NAME] == env.namespace
 
 
 async def test_root_of_a_cycle_that_ends_failed_is_ended_by_its_cleared(

@@ -14,7 +14,15 @@ from clearance.events import (
     NodeUnreachable,
     UnknownCause,
 )
-from clearance_tracker.diagnosis import describe, diagnose, lost_nodes, node_causes
+from clearance_tracker.diagnosis import (
+    CAUSE_NAMES,
+    cause_names,
+    count_causes,
+    describe,
+    diagnose,
+    lost_nodes,
+    node_causes,
+)
 
 
 def test_lost_node_causes() -> None:
@@ -83,3 +91,34 @@ def test_nothing_explains_it() -> None:
     assert stuck.reasons == (
         UnknownCause(detail="deletion was never requested (no deletionTimestamp)"),
     )
+
+
+def test_every_cause_of_the_event_catalog_has_a_metric_label_name() -> None:
+    assert set(CAUSE_NAMES) == {
+        "node_missing",
+        "node_not_ready",
+        "node_unreachable",
+        "node_out_of_service",
+        "finalizers",
+        "in_grace_period",
+        "controller_recreating",
+        "unknown",
+    }
+
+
+def test_a_stuck_pod_on_a_lost_node_with_a_finalizer_counts_under_each_of_its_causes() -> None:
+    rec = record(tracked("w-0", "u1", node="node-1"), tracked("w-1", "u2"))
+    lost = node("node-1", ready="Unknown", taints=("node.kubernetes.io/unreachable",))
+    stuck = diagnose(
+        rec,
+        rec.objects["u1"],
+        snapshot=pod("w-0", "u1", node="node-1", finalizers=("example.com/hold",), deletion=at(1)),
+        nodes={"node-1": lost},
+        now=at(61),
+    )
+    assert cause_names(stuck) == ("node_not_ready", "node_unreachable", "finalizers")
+    diagnosed = {"u1": cause_names(stuck), "gone": ("finalizers",)}
+    counts = count_causes(["u1", "u2"], diagnosed)
+    assert counts == {"node_not_ready": 1, "node_unreachable": 1, "finalizers": 1}
+    assert count_causes([], diagnosed) == {}
+    assert count_causes(["u1"], {"u1": ("finalizers", "finalizers")}) == {"finalizers": 1}

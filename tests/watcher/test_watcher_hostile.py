@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import Iterator
 from typing import Any
 
 from nats.js import JetStreamContext
@@ -32,6 +34,29 @@ def log_lines(process: Any) -> list[dict[str, Any]]:
         except ValueError:
             continue
     return lines
+
+
+CRD_PATH = (
+    "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/appwrappers.workload.codeflare.dev"
+)
+
+
+@contextlib.contextmanager
+def loosened_priority(kubesim: KubeSim) -> Iterator[None]:
+    """The served AppWrapper CRD with `spec.priority` untyped, restored afterwards."""
+    crd = kubesim.ok("GET", CRD_PATH)
+    schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    typed = schema["properties"]["spec"]["properties"]["priority"]
+    schema["properties"]["spec"]["properties"]["priority"] = {
+        "x-kubernetes-preserve-unknown-fields": True
+    }
+    crd = kubesim.ok("PUT", CRD_PATH, crd)
+    try:
+        yield
+    finally:
+        schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+        schema["properties"]["spec"]["properties"]["priority"] = typed
+        kubesim.ok("PUT", CRD_PATH, crd)
 
 
 async def published_uid(js: JetStreamContext, obj: dict[str, Any], what: str) -> Any:
@@ -101,8 +126,13 @@ async def test_undecodable_appwrapper_is_logged_skipped_and_its_deletion_still_p
     ns = kubesim.namespace("team-a")
     watcher = start_watcher()
     bad = appwrapper("bad", job("job-1"))
-    bad["spec"]["priority"] = "high"  # the CRD says integer; the API accepted it anyway
-    created = kubesim.create(aws_path(ns), bad)
+    bad["spec"]["priority"] = "high"  # the deployed CRD says integer
+    # The API answers 422 to that under the deployed CRD, so the AppWrapper is stored the way
+    # such objects exist in real clusters: under an earlier, looser CRD that was tightened
+    # later (the API server never revalidates stored objects).
+    with loosened_priority(kubesim):
+        created = kubesim.create(aws_path(ns), bad)
+    assert kubesim.request("POST", aws_path(ns), {**bad, "metadata": {"name": "bad-2"}})[0] == 422
     bare = kubesim.create(aws_path(ns), {**appwrapper("bare"), "spec": {}})
     await published_uid(js, bare, "an AppWrapper with no optional field")
     minimal_node = kubesim.create(nodes_path(), {"metadata": {"name": "minimal"}})

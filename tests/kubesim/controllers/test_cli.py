@@ -8,6 +8,8 @@ import signal
 import socket
 import subprocess
 import sys
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -156,6 +158,55 @@ def test_ctl_fail_injects_errors_seen_by_kubectl(served: Served) -> None:
     failed = served.kubectl("get", "pods")
     assert failed.returncode != 0 and "ServiceUnavailable" in failed.stderr
     assert served.kubectl("get", "pods").returncode == 0
+
+
+def _get(url: str, path: str) -> tuple[int, dict[str, str]]:
+    try:
+        with urllib.request.urlopen(url + path, timeout=10) as resp:
+            return resp.status, dict(resp.headers)
+    except urllib.error.HTTPError as err:
+        return err.code, dict(err.headers)
+
+
+def test_serve_request_limits_answer_429_and_ctl_flowcontrol_changes_them(
+    tmp_path: Path,
+) -> None:
+    server = start_serve(tmp_path, "--rate-limit", "0.5", "--rate-burst", "1")
+    try:
+        assert _get(server.url, "/api/v1/namespaces")[0] == 200
+        code, headers = _get(server.url, "/api/v1/namespaces")
+        assert code == 429 and headers["Retry-After"] == "2"
+        shown = server.ctl("flowcontrol")
+        assert shown.returncode == 0, shown.stderr
+        state = json.loads(shown.stdout)
+        assert state["rateLimit"] == 0.5 and state["rejected"]["byReason"] == {"rate": 1}
+        off = server.ctl("flowcontrol", "--off", "--max-requests-inflight", "5")
+        assert off.returncode == 0 and json.loads(off.stdout)["maxRequestsInflight"] == 5
+        assert _get(server.url, "/api/v1/namespaces")[0] == 200
+        refused = server.ctl("flowcontrol", "--rate-limit", "-1")
+        assert refused.returncode == 1 and "rate limit must be" in refused.stderr
+    finally:
+        stop(server)
+
+
+def test_serve_refuses_a_negative_request_limit_without_a_traceback() -> None:
+    result = subprocess.run(
+        [*kubesim_command(), "serve", "--max-requests-inflight", "-1"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert result.returncode == 2 and "in-flight limits must be >= 0" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_ctl_fail_can_inject_429_with_retry_after(served: Served) -> None:
+    added = served.ctl(
+        "fail", "--path", "^/api/v1/nodes$", "--code", "429", "--retry-after", "3", "--count", "1"
+    )
+    assert added.returncode == 0, added.stderr
+    code, headers = _get(served.url, "/api/v1/nodes")
+    assert code == 429 and headers["Retry-After"] == "3"
 
 
 def test_ctl_compact_and_drop_watches_answer(served: Served) -> None:

@@ -52,6 +52,10 @@ APPWRAPPER_UID: Final = "clearance.appwrapper.uid"
 ATTEMPT: Final = "clearance.attempt"
 """The attempt the span is about: the torn-down attempt for teardown spans (as in events)."""
 REASON: Final = "clearance.reason"
+OUTCOME: Final = "clearance.outcome"
+"""How a `requeue.cycle` root ended (redispatched, failed, appwrapper deleted, …)."""
+RECOVERED: Final = "clearance.recovered"
+"""True on a cycle root re-created after a restart (its original ids and start time)."""
 STEP: Final = "clearance.step"
 """Escalation step: stuck_alert, force_deletion or finalizer_removal."""
 OBJECT_KIND: Final = "clearance.object.kind"
@@ -115,7 +119,9 @@ __all__ = [
     "OBJECT_NAME",
     "OBJECT_UID",
     "OPEN_OBJECT_COUNT",
+    "OUTCOME",
     "REASON",
+    "RECOVERED",
     "STEP",
     "STUCK_OBJECT_COUNT",
     "UNFINALIZED_OBJECT_COUNT",

@@ -34,6 +34,7 @@ import ssl
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any, Final, Generic, TypeVar
 
 import msgspec
@@ -423,6 +424,10 @@ async def connect(
 # -- metrics ---------------------------------------------------------------------------
 
 
+PUBLISH_FAILURE_REASONS: Final = ("no_stream", "timeout", "unavailable", "reconnecting")
+"""The `reason` label values of `clearance_publish_retries_total` and `..._failures_total`."""
+
+
 class BusMetrics:
     """The bus's Prometheus metrics, registered on an injected registry.
 
@@ -485,6 +490,22 @@ class BusMetrics:
             "clearance_consumer_in_flight",
             "Messages a consumer is currently handling.",
             ["consumer"],
+            registry=registry,
+        )
+        for reason in PUBLISH_FAILURE_REASONS:  # exported at 0: the first failure is an increase
+            self.publish_failures.labels(reason)
+        self.pending = Gauge(
+            "clearance_consumer_pending_messages",
+            "Messages of the stream not yet delivered to this consumer, as JetStream reported "
+            "with the latest fetch (0 when a fetch found nothing): the consumer's lag.",
+            ["stream", "consumer"],
+            registry=registry,
+        )
+        self.delivery_lag = Histogram(
+            "clearance_consumer_lag_seconds",
+            "From JetStream storing a message to this consumer starting to handle it.",
+            ["stream", "consumer"],
+            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 3600),
             registry=registry,
         )
         self.reprovisions = Counter(
@@ -755,6 +776,8 @@ class Consumer(Generic[T]):
         if self._loop is not None:
             raise BusError(f"consumer {self.name} already started")
         await self._provision()
+        if self.metrics is not None:  # exported at 0, so the first dead letter is an increase
+            self.metrics.dead_lettered.labels(self.spec.stream.name, self.name)
         self._healthy = True
         self._loop = asyncio.create_task(self._run(), name=f"consumer:{self.name}")
         self._loop.add_done_callback(self._loop_done)
@@ -875,6 +898,7 @@ class Consumer(Generic[T]):
                 # nats-py raises its own TimeoutError or a bare asyncio one (a subclass of
                 # the builtin) when a fetch finds nothing: not a failure.
                 failures = 0
+                self._observe_pending(0)
                 continue  # nothing to do (or disconnected: the client reconnects)
             except (
                 nats.js.errors.ServiceUnavailableError,
@@ -911,12 +935,17 @@ class Consumer(Generic[T]):
                 # nats-py may return [] at once on some status replies; never spin.
                 await self._sleep_unless_stopping(0.05)
                 continue
+            self._observe_pending(msgs[-1].metadata.num_pending)
             for msg in msgs:
                 task = asyncio.create_task(self._process(msg))
                 self._state.tasks.add(task)
                 task.add_done_callback(self._task_done)
             if self.metrics is not None:
                 self.metrics.in_flight.labels(self.name).set(len(self._state.tasks))
+
+    def _observe_pending(self, pending: int) -> None:
+        if self.metrics is not None:
+            self.metrics.pending.labels(self.spec.stream.name, self.name).set(pending)
 
     def _task_done(self, task: asyncio.Task[None]) -> None:
         self._state.tasks.discard(task)
@@ -955,6 +984,11 @@ class Consumer(Generic[T]):
             "delivered": delivery.num_delivered,
             "msg_id": delivery.msg_id,
         }
+        if self.metrics is not None:
+            lag = (datetime.now(UTC) - md.timestamp).total_seconds()
+            self.metrics.delivery_lag.labels(self.spec.stream.name, self.name).observe(
+                max(0.0, lag)
+            )
         if delivery.redelivered and self.metrics is not None:
             self.metrics.redelivered.labels(self.spec.stream.name, self.name).inc()
         with self.tracer.start_as_current_span(

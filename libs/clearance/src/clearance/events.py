@@ -594,10 +594,21 @@ class CycleRedispatched(_CycleEvent, frozen=True, kw_only=True, tag="cycle.redis
 
 
 class CycleFailed(_CycleEvent, frozen=True, kw_only=True, tag="cycle.failed"):
-    """The AppWrapper went to Failed (requeue limit, bad spec, dispatch error)."""
+    """The AppWrapper went to Failed (requeue limit, bad spec, dispatch error).
+
+    `attempt` is the torn-down attempt when the failure tears one down; for a refused spec
+    (nothing dispatched) it is the attempt that would have been dispatched, and `generation`
+    names the refused spec."""
 
     reason: Annotated[str, Meta(min_length=1)]
     message: str = ""
+    generation: (
+        Annotated[int, Meta(ge=1, description="metadata.generation of a refused spec.")] | None
+    ) = None
+
+    def _id_suffix(self) -> str | None:
+        # A spec refused, fixed and refused again is a new fact each time.
+        return None if self.generation is None else f"generation-{self.generation}"
 
 
 class CycleCompleted(_CycleEvent, frozen=True, kw_only=True, tag="cycle.completed"):

@@ -1,8 +1,15 @@
 """Fault injection and inspection under `/kubesim/v1/` (API-server side).
 
 * `POST /kubesim/v1/fail` `{"path": regex, "code": int|null, "count": int|null, "latency": s,
-  "method": str|null}`: matching requests wait `latency` seconds, then (if `code`) answer a
-  Status with that code; `count` null = until cleared. `DELETE /kubesim/v1/fail` clears.
+  "method": str|null, "retryAfter": s|null}`: matching requests wait `latency` seconds, then
+  (if `code`) answer a Status with that code; `retryAfter` adds `details.retryAfterSeconds`
+  and a `Retry-After` header (a 429 from NewTooManyRequests, a 503/504 asking to come back);
+  `count` null = until cleared. `DELETE /kubesim/v1/fail` clears.
+* `GET /kubesim/v1/flowcontrol`: the request limits (:mod:`kubesim.flowcontrol`), requests in
+  flight (current, peak), admitted and rejected counts (by reason and User-Agent).
+  `POST` with any of `{"maxRequestsInflight", "maxMutatingRequestsInflight", "rateLimit",
+  "rateBurst", "rateScope", "retryAfter", "resetCounters": true}` changes them at run time
+  (0 = off); `DELETE` switches every limit off.
 * `POST /kubesim/v1/drop-watches`: closes every open watch (clients see EOF).
 * `POST /kubesim/v1/compact`: forgets the change ring; older resourceVersions answer 410.
 * `GET /kubesim/v1/history?since=RV&limit=N&kind=K&namespace=NS&name=N`: the ordered change
@@ -22,6 +29,13 @@ from typing import Any
 from aiohttp import web
 
 from kubesim.audit import RequestLog
+from kubesim.flowcontrol import (
+    REJECTION_BODY,
+    FlowControl,
+    FlowControlConfig,
+    FlowControlError,
+    config_from_json,
+)
 from kubesim.statuses import ApiError, injected
 from kubesim.store import Store
 
@@ -33,6 +47,7 @@ class FailureRule:
     remaining: int | None
     latency: float
     method: str | None
+    retry_after: int | None = None
 
     def matches(self, method: str, path: str) -> bool:
         if self.method and self.method.upper() != method.upper():
@@ -53,13 +68,22 @@ class FaultInjector:
             raise ApiError(400, "BadRequest", f"invalid path regex: {exc}") from exc
         code = spec.get("code")
         count = spec.get("count")
-        rule = FailureRule(
-            path=pattern,
-            code=int(code) if code is not None else None,
-            remaining=int(count) if count is not None else None,
-            latency=float(spec.get("latency") or 0.0),
-            method=spec.get("method"),
-        )
+        retry = spec.get("retryAfter")
+        try:
+            rule = FailureRule(
+                path=pattern,
+                code=int(code) if code is not None else None,
+                remaining=int(count) if count is not None else None,
+                latency=float(spec.get("latency") or 0.0),
+                method=spec.get("method"),
+                retry_after=int(retry) if retry is not None else None,
+            )
+        except (TypeError, ValueError) as exc:
+            raise ApiError(400, "BadRequest", f"invalid failure rule: {exc}") from exc
+        if rule.code is not None and not 400 <= rule.code <= 599:
+            raise ApiError(400, "BadRequest", f"code must be an HTTP error (400-599): {code}")
+        if rule.retry_after is not None and rule.retry_after < 1:
+            raise ApiError(400, "BadRequest", "retryAfter must be >= 1 second")
         self.rules.append(rule)
         return rule
 
@@ -80,7 +104,9 @@ class FaultInjector:
     def error_for(rule: FailureRule) -> ApiError | None:
         if rule.code is None:
             return None
-        return injected(rule.code, f"kubesim injected failure ({rule.code})")
+        return injected(
+            rule.code, f"kubesim injected failure ({rule.code})", retry_after=rule.retry_after
+        )
 
 
 def history_entries(store: Store, query: dict[str, str]) -> list[dict[str, Any]]:
@@ -112,13 +138,60 @@ def request_entries(requests: RequestLog, query: dict[str, str]) -> list[dict[st
     return [r.to_json() for r in requests.since(since) if agent in r.user_agent]
 
 
+def too_many_requests(retry_after: int) -> web.Response:
+    """The real max-in-flight / APF rejection: 429, Retry-After, a plain-text body."""
+    return web.Response(
+        status=429,
+        text=REJECTION_BODY,
+        content_type="text/plain",
+        charset="utf-8",
+        headers={"Retry-After": str(retry_after), "X-Content-Type-Options": "nosniff"},
+    )
+
+
+def _admin_error(err: ApiError) -> web.Response:
+    return web.json_response(err.status(), status=err.code)
+
+
 def add_admin_routes(
-    app: web.Application, *, store: Store, faults: FaultInjector, requests: RequestLog
+    app: web.Application,
+    *,
+    store: Store,
+    faults: FaultInjector,
+    requests: RequestLog,
+    flow: FlowControl,
 ) -> None:
     async def post_fail(request: web.Request) -> web.Response:
-        body = await request.json()
-        faults.add(body if isinstance(body, dict) else {})
+        try:
+            body = await request.json()
+            faults.add(body if isinstance(body, dict) else {})
+        except ValueError:
+            return _admin_error(ApiError(400, "BadRequest", "the body is not JSON"))
+        except ApiError as err:
+            return _admin_error(err)
         return web.json_response({"rules": len(faults.rules)})
+
+    async def get_flow(request: web.Request) -> web.Response:
+        return web.json_response(flow.state())
+
+    async def post_flow(request: web.Request) -> web.Response:
+        try:
+            body = await request.json() if request.can_read_body else {}
+        except ValueError:
+            return _admin_error(ApiError(400, "BadRequest", "the body is not JSON"))
+        if not isinstance(body, dict):
+            return _admin_error(ApiError(400, "BadRequest", "the body must be a JSON object"))
+        try:
+            flow.configure(config_from_json(flow.config, body))
+        except FlowControlError as exc:
+            return _admin_error(ApiError(400, "BadRequest", str(exc)))
+        if body.get("resetCounters"):
+            flow.reset_counters()
+        return web.json_response(flow.state())
+
+    async def delete_flow(request: web.Request) -> web.Response:
+        flow.configure(FlowControlConfig())
+        return web.json_response(flow.state())
 
     async def delete_fail(request: web.Request) -> web.Response:
         faults.clear()
@@ -139,6 +212,9 @@ def add_admin_routes(
         return web.json_response({"items": request_entries(requests, dict(request.query))})
 
     app.router.add_get("/kubesim/v1/requests", request_log)
+    app.router.add_get("/kubesim/v1/flowcontrol", get_flow)
+    app.router.add_post("/kubesim/v1/flowcontrol", post_flow)
+    app.router.add_delete("/kubesim/v1/flowcontrol", delete_flow)
     app.router.add_post("/kubesim/v1/fail", post_fail)
     app.router.add_delete("/kubesim/v1/fail", delete_fail)
     app.router.add_post("/kubesim/v1/drop-watches", drop_watches)

@@ -27,9 +27,10 @@ import msgspec
 from aiohttp import web
 
 from kubesim import discovery, openapi, protobuf, tables
-from kubesim.admin import FaultInjector, add_admin_routes
+from kubesim.admin import FaultInjector, add_admin_routes, too_many_requests
 from kubesim.audit import Actor, RequestLog, RequestRecord, current_actor, verb_of
 from kubesim.deletion import DeleteOptions
+from kubesim.flowcontrol import FlowControl, FlowControlConfig, Rejection
 from kubesim.kubeconfig import write_kubeconfig
 from kubesim.registry import Registry
 from kubesim.resources import ResourceRegistry, ResourceType
@@ -57,7 +58,12 @@ def _json(obj: Any, status: int = 200, warnings: list[str] | None = None) -> web
 
 
 def _status_response(err: ApiError) -> web.Response:
-    return _json(err.status(), err.code)
+    resp = _json(err.status(), err.code, err.warnings)
+    # responsewriters.ErrorNegotiated: a Status with retryAfterSeconds also says Retry-After.
+    retry = (err.details or {}).get("retryAfterSeconds")
+    if isinstance(retry, int) and retry > 0:
+        resp.headers["Retry-After"] = str(retry)
+    return resp
 
 
 def _find_duplicates(body: bytes) -> list[str]:
@@ -114,6 +120,7 @@ class ApiServer:
         watch_queue_limit: int = 50_000,
         shutdown_timeout: float = 2.0,
         too_large_rv_wait: float = 3.0,
+        flow_control: FlowControlConfig | None = None,
     ) -> None:
         self.store = Store(history_limit=history_limit, watch_queue_limit=watch_queue_limit)
         self.resources = ResourceRegistry()
@@ -126,13 +133,16 @@ class ApiServer:
         self.shutdown_timeout = shutdown_timeout
         self.too_large_rv_wait = too_large_rv_wait
         self.faults = FaultInjector()
+        self.flow = FlowControl(flow_control)
         self.requests = RequestLog()
         self.openapi = openapi.OpenApiDocuments(self.resources)
         self.app = web.Application(middlewares=[self._middleware], client_max_size=64 * 1024**2)
         self._runner: web.AppRunner | None = None
         self.url = ""
         self._stopping = False
-        add_admin_routes(self.app, store=self.store, faults=self.faults, requests=self.requests)
+        add_admin_routes(
+            self.app, store=self.store, faults=self.faults, requests=self.requests, flow=self.flow
+        )
         r = self.app.router
         r.add_get("/version", self._version)
         r.add_get("/version/", self._version)
@@ -205,14 +215,20 @@ class ApiServer:
         if watch:
             record.ended = record.started
             self.requests.add(record)
+        slot = self.flow.admit(path=request.path, verb=record.verb, user_agent=record.user_agent)
         try:
-            response = await self._handle(request, handler)
+            if isinstance(slot, Rejection):
+                response: web.StreamResponse = too_many_requests(slot.retry_after)
+            else:
+                response = await self._handle(request, handler)
             record.code = response.status
             return response
         except BaseException:
             record.code = record.code or 500
             raise
         finally:
+            if not isinstance(slot, Rejection):
+                slot.release()
             if not watch:
                 record.ended = time.time()
                 self.requests.add(record)

@@ -23,7 +23,9 @@ import urllib.request
 from collections.abc import Sequence
 from typing import Any
 
+from kubesim import cli_flowcontrol
 from kubesim.durations import DurationError, format_duration, parse_duration
+from kubesim.flowcontrol import FlowControlError
 
 __all__ = ["main"]
 
@@ -197,6 +199,7 @@ def build_parser() -> argparse.ArgumentParser:
             metavar="DURATION",
             help=f"{text}. kubesim default: {format_duration(default)}",
         )
+    cli_flowcontrol.add_serve_arguments(serve)
     serve.add_argument("-v", "--verbose", action="store_true", help="log controller activity")
 
     ctl = sub.add_parser(
@@ -228,8 +231,16 @@ def build_parser() -> argparse.ArgumentParser:
     fail.add_argument("--count", type=int, default=None, help="how many requests (default: all)")
     fail.add_argument("--latency", type=_duration, default=None, help="delay before answering")
     fail.add_argument("--method", default=None, help="only this HTTP method")
+    fail.add_argument(
+        "--retry-after",
+        type=int,
+        default=None,
+        metavar="S",
+        help="add Retry-After / details.retryAfterSeconds (e.g. with --code 429)",
+    )
     fail.add_argument("--clear", action="store_true", help="remove every failure rule")
     actions.add_parser("drop-watches", help="close every open watch (clients see EOF)")
+    cli_flowcontrol.add_ctl_parser(actions)
     return parser
 
 
@@ -250,6 +261,10 @@ def _serve(args: argparse.Namespace) -> int:
         return _fail("--nodes must be >= 0", EXIT_USAGE)
     timings = {field: getattr(args, field) for _, field, _, _ in TIMING_FLAGS}
     try:
+        flow_control = cli_flowcontrol.config_from_args(args)
+    except FlowControlError as exc:
+        return _fail(str(exc), EXIT_USAGE)
+    try:
         config = ClusterConfig(
             nodes=args.nodes,
             node_name_prefix=args.node_name_prefix,
@@ -258,6 +273,7 @@ def _serve(args: argparse.Namespace) -> int:
             node_gpu=args.node_gpu,
             crd_files=tuple(args.crd),
             enable_controllers=not args.no_controllers,
+            flow_control=flow_control,
             **timings,
         )
         cluster = Cluster(config, kubeconfig_path=args.kubeconfig)
@@ -397,6 +413,8 @@ def _ctl(args: argparse.Namespace) -> int:
         elif args.action == "drop-watches":
             result = _request(server, "POST", "/kubesim/v1/drop-watches")
             print(f"dropped {result.get('dropped', 0)} watches")
+        elif args.action == "flowcontrol":
+            print(cli_flowcontrol.run_ctl(server, args, _request))
         elif args.action == "fail":
             if args.clear:
                 _request(server, "DELETE", "/kubesim/v1/fail")
@@ -410,6 +428,7 @@ def _ctl(args: argparse.Namespace) -> int:
                 "count": args.count,
                 "latency": args.latency or 0.0,
                 "method": args.method,
+                "retryAfter": args.retry_after,
             }
             result = _request(server, "POST", "/kubesim/v1/fail", rule)
             print(f"failure rule added ({result.get('rules', '?')} active)")

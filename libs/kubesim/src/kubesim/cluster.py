@@ -47,6 +47,7 @@ from kubesim.controllers.objects import Obj
 from kubesim.controllers.podgc import PodGCController
 from kubesim.controllers.scheduler import Scheduler
 from kubesim.controllers.tainteviction import TaintEvictionController
+from kubesim.flowcontrol import FlowControlConfig
 
 __all__ = ["Cluster", "ClusterConfig", "ClusterError", "load_crd_documents"]
 
@@ -95,6 +96,8 @@ class ClusterConfig:
     crd_files: tuple[str, ...] = ()
     enable_controllers: bool = True
     node_labels: tuple[tuple[str, str], ...] = field(default_factory=tuple)
+    # Request limits answered with 429 (kubesim.flowcontrol); all off by default.
+    flow_control: FlowControlConfig = field(default_factory=FlowControlConfig)
 
     def node_names(self) -> list[str]:
         return [f"{self.node_name_prefix}{i}" for i in range(1, self.nodes + 1)]
@@ -142,6 +145,7 @@ class Cluster:
             history_limit=self.config.history_limit,
             bookmark_interval=self.config.bookmark_interval,
             default_toleration_seconds=int(self.config.default_toleration),
+            flow_control=self.config.flow_control,
         )
         self.url = ""
         self.client: KubeClient | None = None

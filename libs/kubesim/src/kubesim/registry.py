@@ -16,7 +16,17 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from kubesim import admission, deletion, patching, schemas, statuses, validation
+from kubesim import (
+    admission,
+    decoding,
+    deletion,
+    patching,
+    schemacheck,
+    schemas,
+    statuses,
+    structural,
+    validation,
+)
 from kubesim.resources import (
     CRD_TYPE,
     NAMESPACE_TYPE,
@@ -187,6 +197,7 @@ class Registry:
         """Drop unknown fields; Strict → 400, Warn (default) → warnings, Ignore → silent."""
         if rt.custom:
             unknown = validation.unknown_fields_custom(rt.schema, obj)
+            structural.coerce(rt.schema, obj)  # nulls pruned, defaults applied, as on decode
         else:
             unknown = validation.unknown_fields_builtin(rt, obj)
         problems = [f'unknown field "{p}"' for p in unknown] + [
@@ -382,6 +393,7 @@ class Registry:
             raise statuses.bad_request("the body of the request was not a JSON object")
         obj = clone(body)
         self._check_kind(rt, obj)
+        decoding.check_create(rt, obj)
         meta = _meta(obj)
         self._reconcile_namespace(rt, namespace, obj)
         warnings = self._field_validation(rt, obj, field_validation, duplicates or [])
@@ -421,6 +433,8 @@ class Registry:
         if rt is CRD_TYPE or (rt.group, rt.plural) == CRD_TYPE.key:
             self._prepare_crd(obj)
         causes = validation.validate_object(rt, obj)
+        if rt.custom:
+            causes += schemacheck.validate_custom(rt.schema, obj)
         if causes:
             raise statuses.invalid(rt, name, causes)
         _normalize_meta(obj)
@@ -512,6 +526,7 @@ class Registry:
             raise statuses.bad_request("the body of the request was not a JSON object")
         obj = clone(body)
         self._check_kind(rt, obj)
+        decoding.check_create(rt, obj)
         self._reconcile_namespace(rt, namespace, obj)
         meta = _meta(obj)
         body_name = meta.get("name")
@@ -606,6 +621,8 @@ class Registry:
         _normalize_meta(new)
         causes = validation.validate_update(rt, new, existing)
         causes += [c for c in validation.validate_object(rt, new) if subresource == ""]
+        if rt.custom:  # main and status endpoints both validate the whole object, ratcheting
+            causes += schemacheck.validate_custom(rt.schema, new, existing)
         if causes:
             raise statuses.invalid(rt, name, causes)
         if self._equivalent(new, existing):
@@ -701,6 +718,16 @@ class Registry:
         if not isinstance(patched, dict):
             raise statuses.bad_request("the patched object is not a JSON object")
         self._check_kind(rt, patched)
+        if not rt.custom:
+            decoding.check_patch(
+                rt,
+                patched,
+                lambda: (
+                    decoding.go_map_repr(patch_doc)
+                    if ctype == STRATEGIC_PATCH
+                    else json.dumps(patched, separators=(",", ":"))
+                ),
+            )
         meta = _meta(patched)
         if meta.get("name", name) != name:
             raise statuses.bad_request(

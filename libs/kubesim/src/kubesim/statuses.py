@@ -6,6 +6,7 @@ match what real clients parse (reference §2.10).
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from kubesim.resources import ResourceType
@@ -143,7 +144,7 @@ def required(field: str, detail: str = "") -> Cause:
 
 
 def invalid_value(field: str, value: Any, detail: str) -> Cause:
-    return field_error("FieldValueInvalid", field, f"Invalid value: {_go_repr(value)}: {detail}")
+    return field_error("FieldValueInvalid", field, f"Invalid value: {go_value(value)}: {detail}")
 
 
 def forbidden_field(field: str, detail: str) -> Cause:
@@ -155,30 +156,146 @@ def not_supported(field: str, value: Any, supported: list[str]) -> Cause:
     return field_error(
         "FieldValueNotSupported",
         field,
-        f"Unsupported value: {_go_repr(value)}: supported values: {vals}",
+        f"Unsupported value: {go_value(value)}: supported values: {vals}",
     )
 
 
-def _go_repr(value: Any) -> str:
+def go_value(value: Any) -> str:
+    """A bad value as apimachinery's `field.Error.ErrorBody` prints it.
+
+    Strings are Go-quoted (`%q`), ints, floats and bools use `%v`, null is `null`, and
+    anything else (objects, lists) is `json.Marshal`ed (sorted keys, compact), as in
+    k8s.io/apimachinery/pkg/util/validation/field/errors.go.
+    """
     if isinstance(value, str):
-        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+        return go_quote(value)
     if value is None:
         return "null"
     if isinstance(value, bool):
         return "true" if value else "false"
-    return str(value)
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return go_float(value)
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def go_quote(text: str) -> str:
+    """Go's `strconv.Quote` for the characters that matter here."""
+    out = ['"']
+    for ch in text:
+        if ch in ('"', "\\"):
+            out.append("\\" + ch)
+        elif ch == "\n":
+            out.append("\\n")
+        elif ch == "\t":
+            out.append("\\t")
+        elif ch == "\r":
+            out.append("\\r")
+        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
+            out.append(f"\\x{ord(ch):02x}")
+        else:
+            out.append(ch)
+    out.append('"')
+    return "".join(out)
+
+
+def go_float(value: float) -> str:
+    """Go's `%v` of a float64 (`FormatFloat(f, 'g', -1, 64)`): `1.5`, `100000`, `1e+06`."""
+    if value != value:
+        return "NaN"
+    if value in (float("inf"), float("-inf")):
+        return "+Inf" if value > 0 else "-Inf"
+    if value == 0:
+        return "0"
+    sign = "-" if value < 0 else ""
+    # repr gives the shortest round-trip digits, as Go's shortest formatting does.
+    mantissa, _, exp_text = repr(abs(value)).partition("e")
+    whole, _, frac = mantissa.partition(".")
+    raw = whole + frac
+    digits = raw.lstrip("0")
+    dp = len(whole) - (len(raw) - len(digits)) + (int(exp_text) if exp_text else 0)
+    digits = digits.rstrip("0") or "0"
+    exp = dp - 1
+    if exp < -4 or exp >= 6:  # shortest %g switches to %e outside [1e-4, 1e6)
+        tail = digits[1:]
+        body = digits[0] + ("." + tail if tail else "")
+        return f"{sign}{body}e{'-' if exp < 0 else '+'}{abs(exp):02d}"
+    if dp <= 0:
+        return f"{sign}0.{'0' * -dp}{digits}"
+    if dp >= len(digits):
+        return f"{sign}{digits}{'0' * (dp - len(digits))}"
+    return f"{sign}{digits[:dp]}.{digits[dp:]}"
+
+
+def type_invalid(field: str, value: Any, detail: str) -> Cause:
+    """field.TypeInvalid: the value's JSON type is not the schema's (CR schema validation)."""
+    return field_error(
+        "FieldValueTypeInvalid", field, f"Invalid value: {go_value(value)}: {detail}"
+    )
+
+
+def too_long(field: str, max_length: int) -> Cause:
+    """field.TooLong: the value itself is omitted from the message."""
+    unit = "byte" if max_length == 1 else "bytes"
+    return field_error(
+        "FieldValueTooLong", field, f"Too long: may not be more than {max_length} {unit}"
+    )
+
+
+def too_many(field: str, actual: int, maximum: int) -> Cause:
+    unit = "item" if maximum == 1 else "items"
+    return field_error(
+        "FieldValueTooMany", field, f"Too many: {actual}: must have at most {maximum} {unit}"
+    )
+
+
+def duplicate(field: str, value: Any) -> Cause:
+    return field_error("FieldValueDuplicate", field, f"Duplicate value: {go_value(value)}")
+
+
+def qualified_kind(rt: ResourceType) -> str:
+    """schema.GroupKind.String(): `Pod`, `Job.batch`, `AppWrapper.workload.codeflare.dev`."""
+    return f"{rt.kind}.{rt.group}" if rt.group else rt.kind
 
 
 def invalid(rt: ResourceType, name: str, causes: list[Cause]) -> ApiError:
-    """422 Invalid, shaped like apimachinery NewInvalid (details.kind is the Kind)."""
-    parts = [f"{c['field']}: {c['message']}" for c in causes]
+    """422 Invalid, shaped like apimachinery `errors.NewInvalid`.
+
+    The message is `<Kind>[.<group>] "<name>" is invalid: <aggregate>`, the aggregate being
+    the one error or `[e1, e2, ...]` (utilerrors.NewAggregate), each `<field>: <body>`;
+    `details` carry the name, the group (omitted for core), the Kind and one cause per error
+    (`reason` = field.ErrorType, `message` = ErrorBody, `field`).
+    Source: k8s.io/apimachinery/pkg/api/errors/errors.go NewInvalid.
+    """
+    parts: list[str] = []
+    for c in causes:
+        part = f"{c['field']}: {c['message']}"
+        if part not in parts:  # the aggregate drops duplicate messages
+            parts.append(part)
     joined = parts[0] if len(parts) == 1 else "[" + ", ".join(parts) + "]"
     details: dict[str, Any] = {"name": name}
     if rt.group:
         details["group"] = rt.group
     details["kind"] = rt.kind
     details["causes"] = causes
-    return ApiError(422, "Invalid", f'{rt.kind} "{name}" is invalid: {joined}', details)
+    return ApiError(422, "Invalid", f'{qualified_kind(rt)} "{name}" is invalid: {joined}', details)
+
+
+def patch_invalid(bad_value: str, detail: str) -> ApiError:
+    """A patch whose result does not decode: NewInvalid(GroupKind{}, "", [patch: ...]).
+
+    The real handler (apiserver endpoints/handlers/patch.go) reports the patched object (JSON
+    and merge patch) or the patch map (strategic merge) as the bad value, with an empty kind
+    and name, hence the message's odd start.
+    """
+    cause = invalid_value("patch", bad_value, detail)
+    return ApiError(
+        422,
+        "Invalid",
+        f' "" is invalid: patch: {cause["message"]}',
+        {"causes": [cause]},
+    )
 
 
 def bad_request(message: str) -> ApiError:
@@ -230,8 +347,13 @@ def unsupported_media_type(message: str = UNSUPPORTED_PATCH_MESSAGE) -> ApiError
     return ApiError(415, "UnsupportedMediaType", message, {})
 
 
-def injected(code: int, message: str) -> ApiError:
-    return ApiError(code, reason_for_code(code), message, {})
+def injected(code: int, message: str, *, retry_after: int | None = None) -> ApiError:
+    """An injected failure; `retry_after` adds `details.retryAfterSeconds` (the HTTP layer
+    then sends `Retry-After`), as apimachinery's NewTooManyRequests / NewServerTimeout do."""
+    details: dict[str, Any] = {}
+    if retry_after is not None and retry_after > 0:
+        details["retryAfterSeconds"] = retry_after
+    return ApiError(code, reason_for_code(code), message, details)
 
 
 def success(rt: ResourceType, name: str, uid: str) -> dict[str, Any]:

@@ -24,6 +24,8 @@ class DispatcherMetrics:
             ["reason"],
             registry=registry,
         )
+        # Exported at 0, so that the first requeue-limit failure is an increase to alert on.
+        self.failures.labels("MaxNumRequeuingsReached")
         self.completions = Counter(
             "clearance_dispatcher_completions",
             "AppWrappers that reached Completed.",

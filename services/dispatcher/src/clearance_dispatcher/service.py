@@ -26,6 +26,7 @@ from clearance.telemetry import HealthServer, setup_tracing
 from clearance_dispatcher import spans
 from clearance_dispatcher.controller import Dispatcher
 from clearance_dispatcher.metrics import DispatcherMetrics
+from clearance_dispatcher.runtime import Runtime
 from clearance_dispatcher.settings import DispatcherSettings
 
 log = logging.getLogger(__name__)
@@ -78,12 +79,14 @@ class Service:
         # The dispatcher keeps no KV of its own: the tracker's bucket is the tracker's to make.
         await bus.ensure_topology(js, buckets=(), replicas=settings.stream_replicas)
         dispatcher = self.dispatcher = Dispatcher(
-            settings,
-            kube=kube,
-            js=js,
-            tracer=self.tracer,
-            metrics=self.metrics,
-            bus_metrics=self.bus_metrics,
+            Runtime(
+                settings,
+                kube=kube,
+                js=js,
+                tracer=self.tracer,
+                metrics=self.metrics,
+                bus_metrics=self.bus_metrics,
+            )
         )
         elector = LeaderElector(
             kube,

@@ -6,6 +6,11 @@ than what is cached (resourceVersions compared numerically: etcd's and kubesim's
 an opaque one is treated as newer when different). Pods are indexed by the AppWrapper they
 belong to (labels ``appwrapper.mcad.ibm.com`` + ``clearance.dev/namespace``), so monitoring an
 AppWrapper never scans every pod.
+
+Each AppWrapper's :class:`Entry` also holds its :class:`Local` state — what this replica knows
+about it beyond the API object (admission, retries, open cycle roots). It lives exactly as long
+as the entry of that UID: carried over when the spec changes, dropped (and its spans ended by
+the caller) when the AppWrapper goes or its name is taken by a new UID.
 """
 
 from __future__ import annotations
@@ -14,9 +19,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from opentelemetry.trace import Span
+
 from clearance import labels
 from clearance.events import NodeObject, PodObject
 from clearance_dispatcher.appwrapper import AppWrapperSpec, InvalidAppWrapper, parse_appwrapper
+from clearance_dispatcher.bookkeeping import STATUS_STORAGE, Storage
 from clearance_dispatcher.capacity import Resources, add, pod_requests
 from clearance_dispatcher.requeueing import Counts
 from clearance_dispatcher.status import Observed, observe
@@ -36,12 +44,31 @@ def _rv(raw: dict[str, Any]) -> str:
 
 
 @dataclass
+class Local:
+    """What this replica keeps about one AppWrapper besides its API object (lost on restart;
+    everything here is rebuilt from the status or is only an optimisation)."""
+
+    admitted: bool = False
+    """The queue scan admitted it (capacity reserved) and a worker is to dispatch it."""
+    waiting: str | None = None
+    """Why the queue scan holds it (the Queueing condition message), when it does."""
+    retries: int = 0
+    """Consecutive failed reconciles (exponential backoff)."""
+    last_poll: float = 0.0
+    """Monotonic time of the last completionstatus poll."""
+    roots: dict[str, Span] = field(default_factory=dict)
+    """Open ``requeue.cycle`` root spans started here, by traceparent."""
+
+
+@dataclass
 class Entry:
-    """One AppWrapper: its latest raw object and its parsed spec."""
+    """One AppWrapper: its latest raw object, its parsed spec and its local state."""
 
     raw: dict[str, Any]
     parsed: AppWrapperSpec | InvalidAppWrapper
     last_valid: AppWrapperSpec | None
+    local: Local = field(default_factory=Local)
+    storage: Storage = STATUS_STORAGE
     _observed: tuple[str, Observed] | None = None
 
     @property
@@ -49,7 +76,7 @@ class Entry:
         """The parsed status, cached per resourceVersion (scans read it for every AW)."""
         rv = self.rv
         if self._observed is None or self._observed[0] != rv:
-            self._observed = (rv, observe(self.raw))
+            self._observed = (rv, observe(self.raw, self.storage))
         return self._observed[1]
 
     @property
@@ -68,6 +95,8 @@ class Entry:
 
 @dataclass
 class ClusterState:
+    storage: Storage = STATUS_STORAGE
+    """Where the AppWrappers' bookkeeping is read from."""
     appwrappers: dict[Key, Entry] = field(default_factory=dict)
     pods: dict[str, PodObject] = field(default_factory=dict)
     nodes: dict[str, NodeObject] = field(default_factory=dict)
@@ -78,11 +107,15 @@ class ClusterState:
     # -- AppWrappers ---------------------------------------------------------------------
 
     def apply_appwrapper(self, raw: dict[str, Any]) -> Key | None:
-        """Store ``raw`` if it is new or newer; returns its key when something changed."""
+        """Store ``raw`` if it is new or newer; returns its key when something changed.
+
+        The caller removes an entry of another UID under the same name first (see
+        :meth:`replaced`), so its local state ends with it."""
         meta = raw.get("metadata") or {}
         key = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
         current = self.appwrappers.get(key)
-        if current is not None and current.uid == meta.get("uid"):
+        same = current is not None and current.uid == meta.get("uid")
+        if current is not None and same:
             if not newer(_rv(raw), current.rv):
                 return None
             if current.generation == meta.get("generation"):
@@ -90,10 +123,20 @@ class ClusterState:
                 return key
         parsed = parse_appwrapper(raw)
         last_valid = parsed if isinstance(parsed, AppWrapperSpec) else None
-        if last_valid is None and current is not None and current.uid == meta.get("uid"):
-            last_valid = current.last_valid
-        self.appwrappers[key] = Entry(raw, parsed, last_valid)
+        local = Local()
+        if current is not None and same:
+            local = current.local
+            if last_valid is None:
+                last_valid = current.last_valid
+        self.appwrappers[key] = Entry(raw, parsed, last_valid, local, self.storage)
         return key
+
+    def replaced(self, raw: dict[str, Any]) -> Entry | None:
+        """The cached entry that ``raw`` (same name, another UID) supersedes, if any."""
+        meta = raw.get("metadata") or {}
+        key = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+        current = self.appwrappers.get(key)
+        return current if current is not None and current.uid != meta.get("uid") else None
 
     def remove_appwrapper(self, key: Key, uid: str | None = None) -> Entry | None:
         current = self.appwrappers.get(key)

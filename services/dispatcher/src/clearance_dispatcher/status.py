@@ -1,20 +1,14 @@
-"""The AppWrapper status: what the dispatcher reads back after a restart, and how it writes it.
+"""The AppWrapper status as the dispatcher reads it (:class:`Observed`) and the one writer of it.
 
-``status.clearance`` is the dispatcher's source of truth across restarts (the CRD keeps unknown
-fields there). Its ``phase`` says which step of the cycle the current ``attempt`` is in:
-
-    Queued      waiting for capacity (and, after a requeue, for cleared + pause); next
-                dispatch is attempt ``attempt + 1``
-    Dispatching attempt ``attempt`` decided, items being created (a restart resumes creating)
-    Dispatched  every item of ``attempt`` exists; pods are monitored
-    TearingDown requeue decided; deletions issued; waiting for ``cleared`` of ``attempt``
-    Completed / Failed  terminal (Failed may still await its teardown's ``cleared``)
-    Invalid     the spec is malformed; re-validated when ``metadata.generation`` changes
-
-Writes are JSON merge patches on ``/status`` (CRDs refuse strategic merge) that carry
-``metadata.resourceVersion``: the API answers 409 when the object changed since it was read,
-and :func:`update_status` re-reads and recomputes — optimistic concurrency, so two dispatchers
-(a failover overlap) can never both move the same AppWrapper forward.
+:class:`Observed` is the MCAD-visible status (``state``, conditions, counts, requeue counters,
+first timestamps) plus the dispatcher's bookkeeping, :class:`ClearanceStatus`, read through a
+:class:`~clearance_dispatcher.bookkeeping.Storage` (this module never touches
+``status.clearance`` itself). A transition (:mod:`clearance_dispatcher.transitions`) turns an
+``Observed`` into a :class:`Patch`; :func:`update_status` renders it into JSON merge patches
+(CRDs refuse strategic merge) carrying ``metadata.resourceVersion`` and applies them once. A
+409 means the AppWrapper changed since it was read: it is re-read and the transition evaluated
+again on the fresh object (it may then decide there is nothing to do) — optimistic concurrency,
+so two dispatchers (a failover overlap) can never both move the same AppWrapper forward.
 
 Conditions are kept one per type (upserted, Kubernetes style) with MCAD v1's field names
 (``lastUpdateMicroTime``, ``lastTransitionMicroTime``), so the list stays bounded.
@@ -24,30 +18,27 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
-from datetime import UTC, datetime
-from typing import Any, Final, Literal
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Final
 
 import msgspec
 
 from clearance.kube import Kube, KubeError, Resource
 from clearance_dispatcher.appwrapper import parse_time
+from clearance_dispatcher.bookkeeping import (
+    PHASES,
+    STATUS_STORAGE,
+    ClearanceStatus,
+    Storage,
+    micro_time,
+)
 
 log = logging.getLogger(__name__)
 
-Phase = Literal[
-    "Queued", "Dispatching", "Dispatched", "TearingDown", "Completed", "Failed", "Invalid"
-]
-PHASES: Final = (
-    "Queued",
-    "Dispatching",
-    "Dispatched",
-    "TearingDown",
-    "Completed",
-    "Failed",
-    "Invalid",
-)
+__all__ = ["PHASES", "micro_time"]
+
 STATE_OF_PHASE: Final[dict[str, str]] = {
     "Queued": "Pending",
     "Dispatching": "Running",
@@ -57,59 +48,51 @@ STATE_OF_PHASE: Final[dict[str, str]] = {
     "Failed": "Failed",
     "Invalid": "Failed",
 }
+COUNT_FIELDS: Final = ("pending", "running", "Succeeded", "failed")
+"""MCAD's pod count fields in ``status`` (``Succeeded`` capitalised, as MCAD writes it)."""
 
-
-def micro_time(moment: datetime) -> str:
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-@dataclass(frozen=True, slots=True)
-class Observed:
-    """The dispatcher-relevant part of an AppWrapper's status, parsed leniently."""
-
-    phase: Phase | None = None
-    attempt: int = 0
-    number_of_requeueings: int = 0
-    requeueing_time_in_seconds: int | None = None
-    dispatched_at: datetime | None = None
-    first_dispatched_at: datetime | None = None
-    teardown_started_at: datetime | None = None
-    teardown_published: bool = False
-    cleared_at: datetime | None = None
-    cycle_traceparent: str | None = None
-    cycle_started_at: datetime | None = None
-    """Start of the cycle root span; set while that root is not yet ended (any process)."""
-    reason: str | None = None
-    invalid_generation: int | None = None
-    failed_before_dispatch: bool = False
+ConditionChange = tuple[bool, str, str]
+"""(status, reason, message) of one condition type."""
 
 
 def _int(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def observe(raw: Mapping[str, Any]) -> Observed:
+@dataclass(frozen=True, slots=True)
+class Observed:
+    """What the dispatcher acts on in an AppWrapper's status, parsed leniently."""
+
+    clearance: ClearanceStatus = field(default_factory=ClearanceStatus)
+    number_of_requeueings: int = 0
+    requeueing_time_in_seconds: int | None = None
+    first_dispatched_at: datetime | None = None
+    first_seen: bool = False
+    """``controllerfirsttimestamp`` is set."""
+    message: str | None = None
+    counts: Mapping[str, int | None] = field(default_factory=dict)
+    conditions: tuple[Mapping[str, Any], ...] = ()
+
+    def condition(self, type_: str) -> Mapping[str, Any] | None:
+        for cond in self.conditions:
+            if cond.get("type") == type_:
+                return cond
+        return None
+
+
+def observe(raw: Mapping[str, Any], storage: Storage = STATUS_STORAGE) -> Observed:
     status = raw.get("status")
     status = status if isinstance(status, Mapping) else {}
-    cl = status.get("clearance")
-    cl = cl if isinstance(cl, Mapping) else {}
-    phase = cl.get("phase")
+    message = status.get("message")
     return Observed(
-        phase=phase if phase in PHASES else None,
-        attempt=_int(cl.get("attempt")) or 0,
+        clearance=storage.read(raw),
         number_of_requeueings=_int(status.get("numberOfRequeueings")) or 0,
         requeueing_time_in_seconds=_int(status.get("requeueingTimeInSeconds")),
-        dispatched_at=parse_time(cl.get("dispatchedAt")),
         first_dispatched_at=parse_time(status.get("controllerfirstdispatchtimestamp")),
-        teardown_started_at=parse_time(cl.get("teardownStartedAt")),
-        teardown_published=bool(cl.get("teardownPublished")),
-        cleared_at=parse_time(cl.get("clearedAt")),
-        cycle_traceparent=cl.get("cycleTraceparent")
-        if isinstance(cl.get("cycleTraceparent"), str)
-        else None,
-        cycle_started_at=parse_time(cl.get("cycleStartedAt")),
-        reason=cl.get("reason") if isinstance(cl.get("reason"), str) else None,
-        invalid_generation=_int(cl.get("invalidGeneration")),
+        first_seen=bool(status.get("controllerfirsttimestamp")),
+        message=message if isinstance(message, str) and message else None,
+        counts={name: _int(status.get(name)) for name in COUNT_FIELDS},
+        conditions=tuple(conditions_of(raw)),
     )
 
 
@@ -119,25 +102,23 @@ def conditions_of(raw: Mapping[str, Any]) -> list[dict[str, Any]]:
     return [dict(c) for c in conds if isinstance(c, Mapping)] if isinstance(conds, list) else []
 
 
-def condition(raw: Mapping[str, Any], type_: str) -> dict[str, Any] | None:
-    for cond in conditions_of(raw):
-        if cond.get("type") == type_:
-            return cond
-    return None
-
-
 def with_conditions(
-    raw: Mapping[str, Any],
-    changes: Mapping[str, tuple[bool, str, str]],
+    current: Mapping[str, Any] | Sequence[Mapping[str, Any]],
+    changes: Mapping[str, ConditionChange],
     *,
     now: datetime,
 ) -> list[dict[str, Any]] | None:
     """The conditions list with ``changes`` (type → (status, reason, message)) upserted.
 
-    ``None`` when nothing would change (so no write is needed).
+    ``current`` is the AppWrapper (raw) or its conditions. ``None`` when nothing would change
+    (so no write is needed).
     """
-    current = conditions_of(raw)
-    by_type = {c.get("type"): c for c in current}
+    conds = (
+        conditions_of(current)
+        if isinstance(current, Mapping)
+        else [dict(c) for c in current if isinstance(c, Mapping)]
+    )
+    by_type = {c.get("type"): c for c in conds}
     changed = False
     stamp = micro_time(now)
     for type_, (state, reason, message) in changes.items():
@@ -163,16 +144,45 @@ def with_conditions(
             else old.get("lastTransitionMicroTime", stamp),
         }
         if old is None:
-            current.append(new)
+            conds.append(new)
         else:
-            current[current.index(old)] = new
+            conds[conds.index(old)] = new
         by_type[type_] = new
         changed = True
-    return current if changed else None
+    return conds if changed else None
 
 
-class _Meta(msgspec.Struct):
-    resourceVersion: str = ""  # Kubernetes wire name
+@dataclass(frozen=True, slots=True)
+class Patch:
+    """One transition's changes, gathered, applied in one write."""
+
+    at: datetime
+    """When the transition happened (condition timestamps)."""
+    clearance: ClearanceStatus | None = None
+    """The new bookkeeping; None: unchanged."""
+    status: Mapping[str, Any] = field(default_factory=dict)
+    """MCAD-visible status fields to merge (``state``, counts, ``message`` …)."""
+    conditions: Mapping[str, ConditionChange] = field(default_factory=dict)
+    """Conditions to upsert."""
+
+
+Transition = Callable[[Observed], Patch | None]
+"""Given the current status, the patch that moves it on, or None (nothing to do)."""
+
+
+def render(observed: Observed, patch: Patch) -> tuple[dict[str, Any], ClearanceStatus | None]:
+    """The status fields and the bookkeeping to write for ``patch`` (empty: nothing)."""
+    fields = dict(patch.status)
+    if patch.conditions:
+        conds = with_conditions(observed.conditions, patch.conditions, now=patch.at)
+        if conds is not None:
+            fields["conditions"] = conds
+    clearance = patch.clearance
+    if clearance is not None and clearance == observed.clearance:
+        clearance = None
+    if fields and clearance is None and observed.clearance.legacy:
+        clearance = observed.clearance  # migrate the old layout with this write
+    return fields, clearance
 
 
 class StatusConflict(Exception):
@@ -183,45 +193,49 @@ class AppWrapperGone(Exception):
     """The AppWrapper no longer exists (or has another UID)."""
 
 
-Mutation = Callable[[dict[str, Any]], dict[str, Any] | None]
-"""Given the current AppWrapper (raw), the ``status`` merge patch to apply, or None."""
-
-
 async def update_status(
     kube: Kube,
     resource: Resource,
     raw: dict[str, Any],
-    mutation: Mutation,
+    transition: Transition,
     *,
-    attempts: int = 5,
+    storage: Storage = STATUS_STORAGE,
+    tries: int = 5,
     backoff: float = 0.05,
     on_written: Callable[[dict[str, Any]], Awaitable[None]] | None = None,
 ) -> dict[str, Any] | None:
-    """Apply ``mutation`` to the AppWrapper with resourceVersion-guarded merge patches.
+    """Apply ``transition`` to the AppWrapper with resourceVersion-guarded merge patches.
 
-    On 409 the AppWrapper is re-read and ``mutation`` is evaluated again on the fresh object
-    (it may then decide there is nothing to do). Returns the updated object, or None when the
-    mutation had nothing to write. Raises :class:`AppWrapperGone` or :class:`StatusConflict`.
+    Returns the updated object, or None when the transition had nothing to write. Raises
+    :class:`AppWrapperGone` or :class:`StatusConflict`.
     """
     meta = raw.get("metadata") or {}
     namespace, name, uid = meta.get("namespace"), meta.get("name"), meta.get("uid")
     current = raw
-    for attempt in range(1, attempts + 1):
-        patch = mutation(current)
+    for tried in range(1, tries + 1):
+        observed = observe(current, storage)
+        patch = transition(observed)
         if patch is None:
             return None
+        writes = storage.writes(*render(observed, patch))
+        if not writes:
+            return None
         rv = (current.get("metadata") or {}).get("resourceVersion")
-        body = {"metadata": {"resourceVersion": rv}, "status": patch}
         try:
-            data = await kube.patch(
-                resource, str(name), body, namespace=namespace, subresource="status"
-            )
+            updated = current
+            for write in writes:
+                body = {**write.body, "metadata": {"resourceVersion": rv}}
+                data = await kube.patch(
+                    resource, str(name), body, namespace=namespace, subresource=write.subresource
+                )
+                updated = msgspec.json.decode(data)
+                rv = (updated.get("metadata") or {}).get("resourceVersion")
         except KubeError as exc:
             if exc.not_found:
                 raise AppWrapperGone(f"{namespace}/{name}") from exc
             if not exc.conflict:
                 raise
-            await asyncio.sleep(backoff * attempt)
+            await asyncio.sleep(backoff * tried)
             try:
                 current = msgspec.json.decode(
                     await kube.get(resource, str(name), namespace=namespace)
@@ -233,8 +247,7 @@ async def update_status(
             if (current.get("metadata") or {}).get("uid") != uid:
                 raise AppWrapperGone(f"{namespace}/{name} was recreated") from exc
             continue
-        updated: dict[str, Any] = msgspec.json.decode(data)
         if on_written is not None:
             await on_written(updated)
         return updated
-    raise StatusConflict(f"{namespace}/{name}: status kept conflicting after {attempts} tries")
+    raise StatusConflict(f"{namespace}/{name}: status kept conflicting after {tries} tries")

@@ -15,8 +15,10 @@ DESIGN §1 "lost node" and kubernetes-semantics §0/§1.1:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Iterable, Mapping
 from datetime import datetime
+from typing import Final, get_args
 
 from clearance.events import (
     Cause,
@@ -158,3 +160,25 @@ def lost_nodes(stuck: list[StuckObject]) -> dict[str, tuple[tuple[Cause, ...], l
         entry = out.setdefault(item.node, (node_reasons, []))
         entry[1].append(item.object)
     return out
+
+
+CAUSE_NAMES: Final[tuple[str, ...]] = tuple(
+    str(kind.__struct_config__.tag) for kind in get_args(Cause)
+)
+"""Every cause a diagnosis can name (the `cause` label of `clearance_objects_stuck_diagnosed`)."""
+
+
+def cause_names(stuck: StuckObject) -> tuple[str, ...]:
+    """The causes of one diagnosis by name (`node_not_ready`, `finalizers`, …)."""
+    return tuple(str(type(cause).__struct_config__.tag) for cause in stuck.reasons)
+
+
+def count_causes(
+    open_uids: Iterable[str], diagnosed: Mapping[str, tuple[str, ...]]
+) -> Counter[str]:
+    """How many still-open objects each cause holds, from the latest diagnosis by UID (an object
+    with several causes counts once under each; an open object never diagnosed counts nowhere)."""
+    counts: Counter[str] = Counter()
+    for uid in open_uids:
+        counts.update(set(diagnosed.get(uid, ())))
+    return counts

@@ -61,6 +61,13 @@ class TrackerMetrics:
             "Objects of owned teardowns still present after the stuck-alert deadline.",
             registry=registry,
         )
+        self.objects_stuck_diagnosed = Gauge(
+            "clearance_objects_stuck_diagnosed",
+            "Stuck objects of owned teardowns by a cause of their latest diagnosis (an object "
+            "with several causes, e.g. a lost node and a finalizer, counts under each).",
+            ["cause"],
+            registry=registry,
+        )
         self.teardowns_open = Gauge(
             "clearance_tracker_teardowns_open",
             "Teardowns owned by this replica and not yet cleared.",

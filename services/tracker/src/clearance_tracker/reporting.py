@@ -42,7 +42,7 @@ from clearance.recording import record_event
 from clearance.telemetry import ContextLogger
 from clearance_tracker import spans
 from clearance_tracker.confirmation import Confirmation
-from clearance_tracker.diagnosis import describe, lost_nodes
+from clearance_tracker.diagnosis import cause_names, describe, lost_nodes
 from clearance_tracker.metrics import TrackerMetrics
 from clearance_tracker.teardown import Teardown
 
@@ -96,6 +96,9 @@ class Reporter:
         self.bus_metrics = bus_metrics
         self.aw_api_version = aw_api_version
         self.now = clock
+        self.diagnosed: dict[str, dict[str, tuple[str, ...]]] = {}
+        """Record key → object UID → causes of the latest diagnosis this replica published
+        (the tracker's scan turns it into the by-cause stuck gauge)."""
 
     async def publish(self, event: Event, *, parent: Context | None = None) -> None:
         await bus.publish(
@@ -226,6 +229,7 @@ class Reporter:
         self, record: Teardown, stuck: list[StuckObject], step: EscalationStep, *, lead: str
     ) -> str:
         """`alert.deletion.stuck` for `step` with one diagnosis per object; returns its summary."""
+        self.diagnosed[record.key] = {s.object.uid: cause_names(s) for s in stuck}
         aw = record.appwrapper
         details = "; ".join(describe(s) for s in stuck[:5])
         more = f" (+{len(stuck) - 5} more)" if len(stuck) > 5 else ""

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections import Counter
 from collections.abc import Callable, Coroutine
 from datetime import UTC, datetime
 from typing import Any
@@ -31,6 +32,7 @@ from clearance import bus
 from clearance.kube import Kube
 from clearance_tracker.commits import RecordWriter
 from clearance_tracker.confirmation import Confirmation
+from clearance_tracker.diagnosis import CAUSE_NAMES, count_causes
 from clearance_tracker.escalation import Timing, next_work, stuck_objects_count
 from clearance_tracker.handlers import Handlers
 from clearance_tracker.ladder import Ladder
@@ -222,6 +224,8 @@ class Tracker:
         now = self.now()
         stuck = 0
         owned_open = 0
+        causes: Counter[str] = Counter()
+        diagnosed = self.reporter.diagnosed
         for key, version in list(self.view.records.items()):
             record = version.record
             if record.cleared:
@@ -236,10 +240,22 @@ class Tracker:
                 continue
             owned_open += 1
             stuck += stuck_objects_count(record, now=now, timing=self.timing)
+            if key in diagnosed:
+                causes += count_causes((o.uid for o in record.open_objects), diagnosed[key])
             if self._needs_attention(record, now):
                 self.poke(key)
         self.metrics.objects_stuck.set(stuck)
+        for key in [k for k in diagnosed if not self._owned_open(k)]:
+            del diagnosed[key]
+        for cause in CAUSE_NAMES:
+            self.metrics.objects_stuck_diagnosed.labels(cause).set(causes[cause])
         self.metrics.teardowns_open.set(owned_open)
+
+    def _owned_open(self, key: str) -> bool:
+        version = self.view.records.get(key)
+        return (
+            version is not None and version.record.owner == self.me and not version.record.cleared
+        )
 
     # ----------------------------------------------------------------- evaluation
 

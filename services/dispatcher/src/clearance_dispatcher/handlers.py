@@ -1,0 +1,111 @@
+"""The tracker's messages to the dispatcher: ``cleared`` (the redispatch gate), ``deletion.stuck``.
+
+``cleared`` of attempt N is accepted only while the bookkeeping awaits exactly that attempt
+(``tearingDown`` = N, :func:`~clearance_dispatcher.transitions.accept_cleared`); anything else —
+a duplicate, a stale attempt, an unknown AppWrapper — is counted and acknowledged without
+effect. Accepted, the AppWrapper is queued again at once and the queue scan woken, so with a
+zero pause the dispatch follows without waiting for the periodic scan; a Failed attempt's
+``cleared`` ends its cycle root instead. ``deletion.stuck`` becomes the ``DeletionStuck``
+condition and ``status.clearance.stuck``. A write that does not go through is retried by
+redelivery (:class:`~clearance.bus.Retry`).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from clearance.bus import Delivery, Retry
+from clearance.events import AlertDeletionStuck, AppWrapperRef, CycleCleared, Event
+from clearance_dispatcher import transitions
+from clearance_dispatcher.bookkeeping import ClearanceStatus, StuckEntry
+from clearance_dispatcher.cycles import CycleRoots
+from clearance_dispatcher.runtime import Abort, Runtime
+from clearance_dispatcher.state import Entry
+from clearance_dispatcher.status import Observed, Patch
+
+log = logging.getLogger(__name__)
+
+
+class Handlers:
+    def __init__(self, rt: Runtime, roots: CycleRoots) -> None:
+        self.rt = rt
+        self.roots = roots
+
+    def _entry(self, aw: AppWrapperRef) -> Entry | None:
+        """The cached AppWrapper the tracker's message is about (None: not this UID)."""
+        if not self.rt.synced.is_set():
+            raise Retry(1.0, "state not loaded yet")
+        entry = self.rt.state.appwrappers.get((aw.namespace, aw.name))
+        return entry if entry is not None and entry.uid == aw.uid else None
+
+    async def handle_cleared(self, event: Event, delivery: Delivery) -> None:
+        if not isinstance(event, CycleCleared):
+            return
+        rt = self.rt
+        aw = event.appwrapper
+        key = (aw.namespace, aw.name)
+        where = {"aw": f"{aw.namespace}/{aw.name}", "attempt": event.attempt}
+        entry = self._entry(aw)
+        if entry is None:
+            rt.metrics.cleared.labels("unknown").inc()
+            log.info("cleared for an unknown appwrapper ignored", extra=where)
+            return
+        now = rt.now()
+        before: list[ClearanceStatus] = []
+
+        def accept(obs: Observed) -> Patch | None:
+            before[:] = [obs.clearance]
+            return transitions.accept_cleared(
+                obs, attempt=event.attempt, cleared_at=event.cleared_at, now=now
+            )
+
+        try:
+            written = await rt.write(key, accept)
+        except Abort:
+            raise Retry(1.0, "status write did not go through") from None
+        if written is None:
+            rt.metrics.cleared.labels("stale").inc()
+            log.info("stale or duplicate cleared ignored", extra=where)
+            return
+        rt.crash_point("cleared.recorded")
+        rt.metrics.cleared.labels("accepted").inc()
+        log.info("cleared", extra=where)
+        if before and before[0].phase == "Failed":
+            # No redispatch follows: the Failed attempt's cycle ends with its cleared.
+            self.roots.finish(entry.local, aw, before[0], outcome="failed")
+        rt.queue.add(key)
+        rt.request_scan()
+
+    async def handle_alert(self, event: Event, delivery: Delivery) -> None:
+        """The tracker's ``deletion.stuck`` → ``DeletionStuck`` condition + ``clearance.stuck``."""
+        if not isinstance(event, AlertDeletionStuck):
+            return
+        rt = self.rt
+        aw = event.appwrapper
+        if self._entry(aw) is None:
+            return
+        now = rt.now()
+        stuck = tuple(
+            StuckEntry(
+                kind=s.object.kind,
+                name=s.object.name,
+                uid=s.object.uid,
+                node=s.node,
+                reason=", ".join(str(type(r).__struct_config__.tag) for r in s.reasons),
+            )
+            for s in event.stuck
+        )
+        try:
+            await rt.write(
+                (aw.namespace, aw.name),
+                lambda obs: transitions.record_stuck(
+                    obs,
+                    attempt=event.attempt,
+                    stuck=stuck,
+                    step=event.step,
+                    summary=event.summary,
+                    now=now,
+                ),
+            )
+        except Abort:
+            raise Retry(1.0, "status write did not go through") from None

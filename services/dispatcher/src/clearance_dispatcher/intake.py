@@ -1,0 +1,255 @@
+"""Intake: every change of an AppWrapper, pod or node reaches the cache through here.
+
+Sources: the consistent LIST at the start of a term and the periodic resync (:meth:`Intake.
+relist`), the watcher's events on NATS (:meth:`Intake.handle_kube_event`) or the dispatcher's own
+informers (the ``on_*`` callbacks). A change is applied to :class:`~clearance_dispatcher.state.
+ClusterState` (older versions are ignored there), then the AppWrapper's key is queued for a
+worker and a queue scan is requested. A deleted AppWrapper — or one whose name a new UID took —
+ends its local state here, once: timers forgotten, cycle roots ended, its items deleted.
+:meth:`Intake.relist_pods_of` is the quorum re-count rare decisions (requeue, fail, complete)
+rely on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any, Final
+
+import msgspec
+
+from clearance import labels
+from clearance.bus import Delivery, Retry
+from clearance.events import (
+    Event,
+    KubeAppWrapperEvent,
+    KubeItemEvent,
+    KubeNodeEvent,
+    KubePodEvent,
+    NodeObject,
+    PodObject,
+)
+from clearance.kube import NODES, PODS, KubeError
+from clearance_dispatcher.appwrapper import AppWrapperSpec
+from clearance_dispatcher.cycles import CycleRoots
+from clearance_dispatcher.dispatching import delete_items
+from clearance_dispatcher.runtime import Runtime
+from clearance_dispatcher.state import Entry, Key, newer
+
+log = logging.getLogger(__name__)
+
+POD_DECODER: Final = msgspec.json.Decoder(PodObject)
+NODE_DECODER: Final = msgspec.json.Decoder(NodeObject)
+
+
+def pod_selector(spec: AppWrapperSpec) -> str:
+    """The label selector of every pod of ``spec``'s AppWrapper (any attempt)."""
+    return labels.selector_for(spec.name, namespace=spec.namespace)
+
+
+class Intake:
+    """Feeds the cache of one dispatcher and wakes the workers and the queue scan."""
+
+    def __init__(self, rt: Runtime) -> None:
+        self.rt = rt
+        rt.on_gone = self.on_appwrapper_deleted
+
+    # -- AppWrappers -----------------------------------------------------------------------
+
+    def on_appwrapper(self, raw: dict[str, Any]) -> None:
+        meta = raw.get("metadata") or {}
+        if not self.rt.serves(str(meta.get("namespace") or "")):
+            return
+        old = self.rt.state.replaced(raw)
+        if old is not None:  # the name now belongs to a new incarnation
+            self._end(old, reason="replaced by a new appwrapper of this name")
+        key = self.rt.state.apply_appwrapper(raw)
+        if key is not None:
+            self.rt.queue.add(key)
+            self.rt.request_scan()
+
+    def on_appwrapper_deleted(self, namespace: str, name: str, uid: str | None) -> None:
+        entry = self.rt.state.appwrappers.get((namespace, name))
+        if entry is None or (uid is not None and entry.uid != uid):
+            return
+        self._end(entry, reason="appwrapper deleted")
+        self.rt.request_scan()
+
+    def _end(self, entry: Entry, *, reason: str) -> None:
+        """The one end of an AppWrapper's local lifecycle."""
+        meta = entry.raw["metadata"]
+        key: Key = (meta["namespace"], meta["name"])
+        self.rt.state.remove_appwrapper(key, entry.uid)
+        self.rt.queue.forget(key)
+        CycleRoots.end_all(entry.local, outcome="appwrapper deleted")
+        log.info(
+            "appwrapper gone; removing its objects",
+            extra={"aw": f"{key[0]}/{key[1]}", "why": reason},
+        )
+        if entry.last_valid is not None:
+            self.rt.spawn(self._delete_all(entry.last_valid))
+
+    async def _delete_all(self, spec: AppWrapperSpec) -> None:
+        """Explicit teardown of a deleted AppWrapper (ownerReference GC does it too)."""
+        for attempt in range(5):
+            try:
+                await delete_items(self.rt.kube, self.rt.discovery, spec, attempt=None)
+                return
+            except KubeError as exc:
+                log.warning(
+                    "deleting items of a deleted appwrapper failed",
+                    extra={"aw": f"{spec.namespace}/{spec.name}", "error": str(exc)},
+                )
+                await asyncio.sleep(min(2**attempt, 10))
+
+    # -- pods and nodes --------------------------------------------------------------------
+
+    def on_pod(self, pod: PodObject) -> None:
+        self._after_pod_change(self.rt.state.apply_pod(pod))
+
+    def on_pod_deleted(self, uid: str) -> None:
+        self._after_pod_change(self.rt.state.remove_pod(uid))
+
+    def _after_pod_change(self, changed: Key | bool | None) -> None:
+        if changed is None:
+            return
+        if isinstance(changed, tuple) and changed in self.rt.state.appwrappers:
+            self.rt.queue.add(changed)
+        self.rt.request_scan()
+
+    def on_node(self, node: NodeObject) -> None:
+        if self.rt.state.apply_node(node):
+            self.rt.request_scan()
+
+    def on_node_deleted(self, name: str, uid: str | None = None) -> None:
+        if self.rt.state.remove_node(name, uid):
+            self.rt.request_scan()
+
+    # -- LISTs -----------------------------------------------------------------------------
+
+    async def relist(self) -> None:
+        """A consistent LIST of AppWrappers, pods and nodes; vanished objects are removed."""
+        rt = self.rt
+        aw_items: list[dict[str, Any]] = []
+        for ns in rt.settings.namespaces or (None,):
+            result = await rt.kube.list(rt.aw_resource, namespace=ns)
+            aw_items.extend(msgspec.json.decode(raw) for raw in result.items)
+        pods = [POD_DECODER.decode(raw) for raw in (await rt.kube.list(PODS)).items]
+        nodes = [NODE_DECODER.decode(raw) for raw in (await rt.kube.list(NODES)).items]
+        seen_aws = set()
+        for raw in aw_items:
+            meta = raw.get("metadata") or {}
+            seen_aws.add((str(meta.get("namespace")), str(meta.get("name")), meta.get("uid")))
+            self.on_appwrapper(raw)
+        for key, entry in list(rt.state.appwrappers.items()):
+            if (key[0], key[1], entry.uid) not in seen_aws:
+                self.on_appwrapper_deleted(key[0], key[1], entry.uid)
+        pod_uids = {p.metadata.uid for p in pods}
+        for pod in pods:
+            self.on_pod(pod)
+        for uid in [u for u in rt.state.pods if u not in pod_uids]:
+            self.on_pod_deleted(uid)
+        node_names = {n.metadata.name for n in nodes}
+        for node in nodes:
+            self.on_node(node)
+        for name in [n for n in rt.state.nodes if n not in node_names]:
+            self.on_node_deleted(name)
+        rt.synced.set()
+
+    async def relist_pods_of(self, key: Key, spec: AppWrapperSpec) -> None:
+        """Quorum LIST of the AppWrapper's pods into the cache; cached ones not listed (and
+        not changed since the LIST) are dropped. Decisions that are rare and costly to get
+        wrong (requeue, fail, complete) count pods from this, never from the cache alone."""
+        result = await self.rt.kube.list(
+            PODS, namespace=spec.namespace, label_selector=pod_selector(spec)
+        )
+        listed = set()
+        for raw_pod in result.items:
+            pod = POD_DECODER.decode(raw_pod)
+            listed.add(pod.metadata.uid)
+            self.on_pod(pod)
+        for pod in list(self.rt.state.pods_of(key)):
+            if pod.metadata.uid in listed or pod.metadata.namespace != spec.namespace:
+                continue
+            rv = pod.metadata.resource_version
+            if result.resource_version and newer(rv, result.resource_version):
+                continue  # an event newer than the LIST: keep it
+            self.on_pod_deleted(pod.metadata.uid)
+
+    # -- NATS ------------------------------------------------------------------------------
+
+    async def handle_kube_event(self, event: Event, delivery: Delivery) -> None:
+        """NATS intake: apply one watcher event (AppWrappers are re-read from the API)."""
+        if isinstance(event, KubePodEvent):
+            if event.action == "DELETED":
+                self.on_pod_deleted(event.object.metadata.uid)
+            else:
+                self.on_pod(event.object)
+        elif isinstance(event, KubeNodeEvent):
+            if event.action == "DELETED":
+                self.on_node_deleted(event.object.metadata.name, event.object.metadata.uid)
+            else:
+                self.on_node(event.object)
+        elif isinstance(event, KubeItemEvent):
+            await self.on_pod_item(event)
+        elif isinstance(event, KubeAppWrapperEvent):
+            await self._on_appwrapper_event(event)
+
+    async def _on_appwrapper_event(self, event: KubeAppWrapperEvent) -> None:
+        meta = event.object.metadata
+        namespace = meta.namespace or ""
+        if not self.rt.serves(namespace):
+            return
+        if event.action == "DELETED":
+            self.on_appwrapper_deleted(namespace, meta.name, meta.uid)
+            return
+        current = self.rt.state.appwrappers.get((namespace, meta.name))
+        if (
+            current is not None
+            and current.uid == meta.uid
+            and not newer(meta.resource_version, current.rv)
+        ):
+            return  # our own write, or older
+        # The snapshot is a subset; the dispatcher acts on the whole object.
+        try:
+            raw = msgspec.json.decode(
+                await self.rt.kube.get(self.rt.aw_resource, meta.name, namespace=namespace)
+            )
+        except KubeError as exc:
+            if exc.not_found:
+                self.on_appwrapper_deleted(namespace, meta.name, meta.uid)
+                return
+            raise Retry(1.0, f"GET appwrapper failed: {exc}") from exc
+        self.on_appwrapper(raw)
+
+    async def on_pod_item(self, event: KubeItemEvent) -> None:
+        """A generic item that *is* a Pod (``kind: Pod`` in the AppWrapper).
+
+        The watcher publishes such a pod twice, as a ``pod`` and as an ``item`` event, with
+        the same ``Nats-Msg-Id`` (``uid:resourceVersion``): JetStream keeps whichever comes
+        first, so the pod event may never reach the stream. The item snapshot carries no
+        status, so the pod is re-read from the API when the item is newer than the cache.
+        """
+        obj = event.object
+        if obj.kind != "Pod" or obj.api_version != "v1":
+            return
+        meta = obj.metadata
+        if event.action == "DELETED":
+            self.on_pod_deleted(meta.uid)
+            return
+        current = self.rt.state.pods.get(meta.uid)
+        if current is not None and not newer(
+            meta.resource_version, current.metadata.resource_version
+        ):
+            return
+        try:
+            raw = await self.rt.kube.get(PODS, meta.name, namespace=meta.namespace)
+        except KubeError as exc:
+            if exc.not_found:
+                self.on_pod_deleted(meta.uid)
+                return
+            raise Retry(1.0, f"GET pod failed: {exc}") from exc
+        pod = POD_DECODER.decode(raw)
+        if pod.metadata.uid != meta.uid:
+            self.on_pod_deleted(meta.uid)  # gone, and its name reused by a newer pod
+        self.on_pod(pod)

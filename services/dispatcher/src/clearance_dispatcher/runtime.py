@@ -1,0 +1,186 @@
+"""What every part of one active dispatcher shares: clients, state, the work queue, the writer.
+
+:class:`Runtime` is built once per leader term by :class:`~clearance_dispatcher.controller.
+Dispatcher` and handed to intake, admission, the effects and the handlers; it owns no decision.
+Its :meth:`Runtime.write` is the only way a transition reaches the API (one guarded patch per
+transition, the cache updated from the answer), :meth:`Runtime.publish` the only way an event
+reaches NATS, and :meth:`Runtime.crash_point` the test-only fault injection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any, Final
+
+from nats.js import JetStreamContext
+from opentelemetry.context import Context
+from opentelemetry.trace import Tracer
+
+from clearance import bus
+from clearance.bus import BusMetrics
+from clearance.events import AppWrapperRef, Event, encode
+from clearance.kube import Kube, Resource
+from clearance.recording import record_event
+from clearance_dispatcher.bookkeeping import STATUS_STORAGE, Storage
+from clearance_dispatcher.dispatching import Discovery
+from clearance_dispatcher.metrics import DispatcherMetrics
+from clearance_dispatcher.settings import DispatcherSettings
+from clearance_dispatcher.state import ClusterState, Entry, Key
+from clearance_dispatcher.status import AppWrapperGone, StatusConflict, Transition, update_status
+from clearance_dispatcher.workqueue import WorkQueue
+
+log = logging.getLogger(__name__)
+
+COMPONENT: Final = "clearance-dispatcher"
+
+
+class Abort(Exception):
+    """Stop this reconcile; the key was already re-queued (or the AppWrapper is gone)."""
+
+
+class Runtime:
+    """Clients, caches and queues of one active dispatcher replica."""
+
+    def __init__(
+        self,
+        settings: DispatcherSettings,
+        *,
+        kube: Kube,
+        js: JetStreamContext,
+        tracer: Tracer,
+        metrics: DispatcherMetrics,
+        bus_metrics: BusMetrics | None = None,
+        clock: Callable[[], datetime] | None = None,
+        storage: Storage = STATUS_STORAGE,
+    ) -> None:
+        self.settings = settings
+        self.kube = kube
+        self.js = js
+        self.tracer = tracer
+        self.metrics = metrics
+        self.bus_metrics = bus_metrics
+        self.clock = clock or (lambda: datetime.now(UTC))
+        self.storage = storage
+        group, version = settings.appwrapper_group, settings.appwrapper_version
+        self.aw_resource = Resource(group, version, "appwrappers", "AppWrapper")
+        self.aw_api_version = f"{group}/{version}"
+        self.state = ClusterState(storage=storage)
+        self.queue: WorkQueue[Key] = WorkQueue()
+        self.discovery = Discovery(kube, ttl=settings.discovery_ttl)
+        self.synced = asyncio.Event()
+        self.scan_wake = asyncio.Event()
+        self.on_gone: Callable[[str, str, str | None], None] = lambda ns, name, uid: None
+        """Set by intake: what to do when a write finds the AppWrapper gone."""
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    def now(self) -> datetime:
+        return self.clock()
+
+    def request_scan(self) -> None:
+        self.scan_wake.set()
+
+    def serves(self, namespace: str) -> bool:
+        return not self.settings.namespaces or namespace in self.settings.namespaces
+
+    def crash_point(self, point: str) -> None:
+        """Test fault injection: die like ``kill -9`` at ``point`` (see settings)."""
+        if self.settings.test_crash_at == point:
+            log.warning("crash point reached; killing this process", extra={"point": point})
+            for handler in logging.getLogger().handlers:
+                handler.flush()
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    def spawn(self, coro: Any) -> None:
+        task = asyncio.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def cancel_tasks(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+
+    def next_backoff(self, entry: Entry) -> float:
+        """The delay before reconciling ``entry`` again after a failure (grows per retry)."""
+        entry.local.retries += 1
+        delay = self.settings.dispatch_backoff * 2.0 ** min(entry.local.retries - 1, 30)
+        return float(min(delay, self.settings.dispatch_backoff_max))
+
+    # -- identities -------------------------------------------------------------------------
+
+    @staticmethod
+    def ref(entry: Entry) -> AppWrapperRef:
+        meta = entry.raw["metadata"]
+        return AppWrapperRef(namespace=meta["namespace"], name=meta["name"], uid=meta["uid"])
+
+    def involved(self, entry: Entry) -> dict[str, str]:
+        meta = entry.raw["metadata"]
+        return {
+            "apiVersion": self.aw_api_version,
+            "kind": "AppWrapper",
+            "namespace": meta["namespace"],
+            "name": meta["name"],
+            "uid": meta["uid"],
+        }
+
+    # -- I/O --------------------------------------------------------------------------------
+
+    async def publish(self, event: Event, parent: Context | None = None) -> None:
+        await bus.publish(
+            self.js,
+            event.subject(),
+            encode(event),
+            msg_id=event.msg_id(),
+            tracer=self.tracer,
+            parent=parent,
+            metrics=self.bus_metrics,
+            event_type=event.event_type,
+        )
+
+    async def warn(
+        self, entry: Entry, reason: str, message: str, *, key: str, type_: Any = "Warning"
+    ) -> None:
+        """A Kubernetes Event on the AppWrapper (``key`` deduplicates it)."""
+        await record_event(
+            self.kube,
+            involved=self.involved(entry),
+            reason=reason,
+            message=message,
+            type_=type_,
+            component=COMPONENT,
+            key=key,
+        )
+
+    async def write(self, key: Key, transition: Transition) -> dict[str, Any] | None:
+        """Apply one transition to the AppWrapper's status (None: it did not apply).
+
+        Raises :class:`Abort` when the AppWrapper is gone or keeps conflicting (re-queued)."""
+        entry = self.state.appwrappers.get(key)
+        if entry is None:
+            raise Abort()
+
+        async def remember(updated: dict[str, Any]) -> None:
+            self.state.apply_appwrapper(updated)
+
+        try:
+            return await update_status(
+                self.kube,
+                self.aw_resource,
+                entry.raw,
+                transition,
+                storage=self.storage,
+                tries=self.settings.status_retries,
+                on_written=remember,
+            )
+        except AppWrapperGone:
+            meta = entry.raw["metadata"]
+            self.on_gone(meta["namespace"], meta["name"], entry.uid)
+            raise Abort() from None
+        except StatusConflict:
+            self.metrics.status_conflicts.inc()
+            self.queue.add_after(key, 0.5)
+            raise Abort() from None
