@@ -18,11 +18,21 @@ BASE_EXAMPLES = 100
 """The default profile's ``max_examples``: the unit machine budgets are scaled against."""
 
 
+def scale() -> float:
+    """The active profile's ``max_examples`` over the default profile's."""
+    profile = settings.default
+    return 1.0 if profile is None else profile.max_examples / BASE_EXAMPLES
+
+
+def model_timeout(seconds: float) -> float:
+    """A pytest-timeout for a machine that needs ``seconds`` at the default profile."""
+    return seconds * max(1.0, scale())
+
+
 def model_settings(*, examples: int, steps: int, scaled: bool = True, **overrides: Any) -> settings:
     """``examples`` schedules of at most ``steps`` steps (scaled by the profile unless not)."""
-    profile = settings.default
-    if scaled and profile is not None:
-        examples = max(1, examples * profile.max_examples // BASE_EXAMPLES)
+    if scaled:
+        examples = max(1, round(examples * scale()))
     return settings(
         max_examples=examples,
         stateful_step_count=steps,

@@ -134,6 +134,7 @@ class TeardownMachine(TeardownJudge, RuleBasedStateMachine):
         TeardownJudge.__init__(self)
         RuleBasedStateMachine.__init__(self)
         self.seconds = 0.0
+        self.violated = False
         self.reads = 0
         self.cluster = Cluster()
         self.tracker = ModelTracker(
@@ -207,12 +208,16 @@ class TeardownMachine(TeardownJudge, RuleBasedStateMachine):
     @rule(choice=st.integers(0, 2**32), fates=st.integers(0, 2**32))
     def step(self, choice: int, fates: int) -> None:
         """One operation, chosen with its arguments by ``choice``; ``fates`` decides how the
-        watch events it causes travel (one integer each: cheap to draw, and it shrinks)."""
-        data = Choices(choice)
-        op = data.pick(self.ops)
-        getattr(self, f"op_{op}")(data)
-        self.route_fresh_events(Choices(fates))
-        self.answer_reads()
+        watch events it causes travel (one cheap draw each)."""
+        try:
+            data = Choices(choice)
+            op = data.pick(self.ops)
+            getattr(self, f"op_{op}")(data)
+            self.route_fresh_events(Choices(fates))
+            self.answer_reads()
+        except AssertionError:
+            self.violated = True  # the liveness check in teardown() must not mask it
+            raise
 
     # ------------------------------------------------------------ the dispatcher
 
@@ -469,6 +474,13 @@ class TeardownMachine(TeardownJudge, RuleBasedStateMachine):
 
     @invariant()
     def tracked_objects_are_this_teardowns_and_confirmations_true(self) -> None:
+        try:
+            self.check_tracked_objects_are_this_teardowns_and_confirmations_true()
+        except AssertionError:
+            self.violated = True
+            raise
+
+    def check_tracked_objects_are_this_teardowns_and_confirmations_true(self) -> None:
         self.check_records(
             [r for k in self.tracker.kv.record_keys() if (r := self.tracker.kv.get(k))]
         )
@@ -500,6 +512,8 @@ class TeardownMachine(TeardownJudge, RuleBasedStateMachine):
     def teardown(self) -> None:
         """L1: faults stop; the ladder acts at its deadlines while the world stays stuck; then
         healed, `cleared` and the redispatch follow."""
+        if self.violated:
+            return  # a step already failed: report that, not its aftermath
         if currently_in_test_context():
             event(f"attempts dispatched by the schedule: {min(self.attempt, 4)}")
             event(f"verification reads overtaken by events: {min(self.staleness, 3)}")
