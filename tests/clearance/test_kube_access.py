@@ -4,37 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
-from pathlib import Path
+from collections.abc import Awaitable, Callable
 
-import aiohttp
 import pytest
 
 from clearance.informing import Change, Informer, cancel_quietly
-from clearance.kube import LEASES, PODS, Kube, KubeConfig, KubeError
+from clearance.kube import LEASES, PODS, Kube, KubeError
 from clearance.leadership import LeaderElector
-from kubesim.apiserver import ApiServer
 
-
-@pytest.fixture
-async def apiserver() -> AsyncIterator[ApiServer]:
-    server = ApiServer(bookmark_interval=0.2)
-    await server.start(host="127.0.0.1", port=0)
-    try:
-        yield server
-    finally:
-        await server.stop()
-
-
-@pytest.fixture
-async def kube(apiserver: ApiServer, tmp_path: Path) -> AsyncIterator[Kube]:
-    path = tmp_path / "kubeconfig"
-    apiserver.write_kubeconfig(path)
-    client = await Kube.connect(KubeConfig(kubeconfig=str(path)))
-    try:
-        yield client
-    finally:
-        await client.close()
+Admin = Callable[..., Awaitable[None]]
+"""The ``admin`` fixture (conftest.py): kubesim's fault injection."""
 
 
 def pod(name: str, **labels: str) -> dict[str, object]:
@@ -42,14 +21,6 @@ def pod(name: str, **labels: str) -> dict[str, object]:
         "metadata": {"name": name, "labels": labels},
         "spec": {"containers": [{"name": "main", "image": "busybox"}]},
     }
-
-
-async def admin(server: ApiServer, verb: str, path: str, body: object = None) -> None:
-    async with (
-        aiohttp.ClientSession() as session,
-        session.request(verb, f"{server.url}/kubesim/v1/{path}", json=body) as response,
-    ):
-        assert response.status < 300, await response.text()
 
 
 class Recorder:
@@ -116,7 +87,7 @@ async def test_informer_reports_changes_in_resource_version_order(kube: Kube) ->
 
 
 async def test_deletion_hidden_by_compaction_is_reported_as_tombstone(
-    apiserver: ApiServer, kube: Kube
+    kube: Kube, admin: Admin
 ) -> None:
     sink = Recorder()
     informer = Informer(kube, PODS, namespace="default", watch_timeout=5, retry_delay=0.1)
@@ -125,11 +96,11 @@ async def test_deletion_hidden_by_compaction_is_reported_as_tombstone(
     try:
         await sink.wait_for(lambda: sink.seen("ADDED", "gone"))
         # Cut the informer off (its pod GETs fail), delete in the gap, forget history.
-        await admin(apiserver, "POST", "fail", {"path": "/pods", "code": 503, "method": "GET"})
-        await admin(apiserver, "POST", "drop-watches")
+        await admin("POST", "fail", {"path": "/pods", "code": 503, "method": "GET"})
+        await admin("POST", "drop-watches")
         await kube.delete(PODS, "gone", namespace="default")
-        await admin(apiserver, "POST", "compact")
-        await admin(apiserver, "DELETE", "fail")
+        await admin("POST", "compact")
+        await admin("DELETE", "fail")
         await sink.wait_for(lambda: sink.seen("DELETED", "gone", inferred=True))
     finally:
         await cancel_quietly(task)

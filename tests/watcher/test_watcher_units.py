@@ -1,4 +1,4 @@
-"""The watcher's pure decisions: relist diff, resume position, wrapped kinds, decoding."""
+"""The watcher's pure decisions: relist diff, resume catch-up and position, wrapped kinds."""
 
 from __future__ import annotations
 
@@ -8,35 +8,61 @@ import msgspec
 import pytest
 
 from clearance.events import ObjectMeta, PodObject
-from clearance.kube import PODS, Resource
-from clearance_watcher.decoding import Codec
+from clearance.informing import diff_relist
+from clearance.kube import Resource
+from clearance.listwatch import Decoded, Identity
+from clearance_watcher.decoding import Codec, Reading
 from clearance_watcher.kinds import wrapped_by_raw
 from clearance_watcher.publishing import WATCH_KEY_HEADER, WATCH_RESUME_HEADER, Progress
-from clearance_watcher.watching import diff
+from clearance_watcher.resuming import CatchUp
+from clearance_watcher.watching import known_of
 
 
 def snap(uid: str, name: str, rv: str) -> PodObject:
     return PodObject(metadata=ObjectMeta(name=name, namespace="ns", uid=uid, resource_version=rv))
 
 
-def test_relist_diff_puts_tombstones_first_and_skips_unchanged_objects() -> None:
-    known = {
-        "old": snap("old", "p", "5"),
-        "same": snap("same", "q", "6"),
-        "moved": snap("moved", "r", "7"),
-    }
-    listed = [snap("new", "p", "12"), snap("same", "q", "6"), snap("moved", "r", "9")]
-    changes = [(c.action, c.snapshot.metadata.uid, c.inferred) for c in diff(known, listed)]
-    assert changes == [
-        ("DELETED", "old", True),
-        ("ADDED", "new", False),
-        ("MODIFIED", "moved", False),
-    ]
+def test_relist_diff_does_not_tombstone_listed_objects_without_a_publishable_snapshot() -> None:
+    known = {"odd": known_of(snap("odd", "p", "5"))}
+    unpublishable = Decoded(Identity("odd", "p", "ns", "6"), Reading(None))
+    changes = diff_relist(known, [unpublishable])
+    assert [c.action for c in changes] == ["MODIFIED"]  # exists: no tombstone
+    assert changes[0].item.value.snapshot is None  # ...and nothing the informer publishes
 
 
-def test_relist_diff_does_not_tombstone_listed_objects_that_failed_to_decode() -> None:
-    known = {"odd": snap("odd", "p", "5")}
-    assert diff(known, [], present=["odd"]) == []
+def ident(uid: str, rv: str) -> Identity:
+    return Identity(uid, uid, "ns", rv)
+
+
+def test_resume_waits_for_changes_after_the_start_and_deletions_of_known_objects() -> None:
+    catch_up = CatchUp.plan(
+        start=10,
+        listed=[ident("old", "7"), ident("moved", "12")],
+        list_rv="15",
+        known=["old", "moved", "gone"],
+        deadline=100.0,
+    )
+    assert catch_up.expected == {("moved", "12"), ("gone", "DELETED")}
+    assert not catch_up.saw("moved", "11", deleted=False)  # an intermediate version
+    assert not catch_up.saw("moved", "12", deleted=False)
+    assert catch_up.saw("gone", "14", deleted=True)
+    assert catch_up.done and not catch_up.overdue(1000.0)
+
+
+def test_resume_is_complete_at_a_bookmark_past_the_list_even_if_a_change_was_superseded() -> None:
+    catch_up = CatchUp.plan(
+        start=10, listed=[ident("a", "12")], list_rv="15", known=[], deadline=100.0
+    )
+    assert not catch_up.bookmarked("14")
+    assert catch_up.overdue(101.0)
+    assert catch_up.bookmarked("15")
+
+
+def test_resume_with_nothing_to_replay_is_complete_at_once() -> None:
+    catch_up = CatchUp.plan(
+        start=10, listed=[ident("a", "9")], list_rv="10", known=["a"], deadline=1
+    )
+    assert catch_up.done
 
 
 async def test_resume_position_only_covers_an_acknowledged_prefix() -> None:
@@ -100,17 +126,3 @@ def test_list_items_get_kind_and_api_version_of_the_watched_resource() -> None:
     assert (snapshot.kind, snapshot.api_version) == ("AppWrapper", "mcad.ibm.com/v1beta1")
     item = Codec(Resource("batch", "v1", "jobs", "Job"), "item").decode(raw)
     assert (item.kind, item.api_version) == ("Job", "batch/v1")
-
-
-def test_hostile_object_fails_decode_but_still_yields_its_identity() -> None:
-    raw = msgspec.json.encode(
-        {
-            "metadata": {"name": "p", "namespace": "ns", "uid": "u1", "resourceVersion": "3"},
-            "spec": {"containers": "not a list", "nodeName": 7},
-        }
-    )
-    codec = Codec(PODS, "pod")
-    with pytest.raises(msgspec.ValidationError):
-        codec.decode(raw)
-    bare = codec.identity_snapshot(raw)
-    assert bare is not None and bare.metadata.uid == "u1" and bare.spec.containers == ()

@@ -155,12 +155,22 @@ class ObjectMeta(_Kube, frozen=True, kw_only=True):
     owner_references: tuple[OwnerReference, ...] = ()
 
 
-class ResourceList(_Kube, frozen=True, kw_only=True):
-    """Quantities as Kubernetes writes them (`"500m"`, `"4Gi"`, `"1"`)."""
+Quantity = Annotated[
+    str | int | float,
+    Meta(
+        description="Kubernetes resource quantity. The API server stores the canonical "
+        'string (`"500m"`, `"4Gi"`, `"0"`); a number is kept as the object carried it '
+        "(custom resources keep what the user wrote, simulators may keep integers)."
+    ),
+]
 
-    cpu: str | None = None
-    memory: str | None = None
-    nvidia_gpu: str | None = None
+
+class ResourceList(_Kube, frozen=True, kw_only=True):
+    """Quantities as the object carries them: strings (`"500m"`, `"4Gi"`, `"1"`) or numbers."""
+
+    cpu: Quantity | None = None
+    memory: Quantity | None = None
+    nvidia_gpu: Quantity | None = None
 
 
 class ResourceRequirements(_Kube, frozen=True, kw_only=True):
@@ -412,6 +422,46 @@ class _Event(Struct, frozen=True, kw_only=True, tag_field="type"):
 # ----------------------------------------------------------------------- kube events
 
 
+class SnapshotProblem(Struct, frozen=True, kw_only=True):
+    """Why a kube event's `object` is partial rather than the complete snapshot.
+
+    The watcher never drops an object it can identify. When the stored object does not
+    decode whole into its snapshot type (a wrong type the API accepted, a value outside the
+    snapshot's constraints), it publishes what did decode and says what did not; when an
+    event is above the NATS max payload, it publishes a reduced snapshot and says so. In
+    both cases `object.metadata` `name`, `uid` and `resourceVersion` are exact and every
+    path in `dropped` is left at its default (or, for a map, incomplete): what is missing
+    there is no fact about the object.
+    """
+
+    message: Annotated[
+        str,
+        Meta(
+            min_length=1,
+            description="What went wrong, in words: the decode error as the decoder "
+            "reported it, or the payload size.",
+        ),
+    ]
+    path: Annotated[
+        str,
+        Meta(
+            min_length=1,
+            description="JSON path of the value that failed to decode, in the object as "
+            "stored (`$.spec.containers[0].resources.limits.nvidia.com/gpu`); `$` when "
+            "the object as a whole is at fault (too large).",
+        ),
+    ]
+    dropped: Annotated[
+        tuple[str, ...],
+        Meta(
+            description="Paths of the snapshot left at their default or incomplete "
+            "(`$.metadata.ownerReferences[0]`; `$.metadata.labels` when foreign labels "
+            "were cut for size; `$.spec` for an AppWrapper whose spec did not decode: an "
+            "AppWrapper spec is published whole or not at all)."
+        ),
+    ] = ()
+
+
 class _KubeEvent(_Event, frozen=True, kw_only=True):
     stream: ClassVar[str] = subjects.KUBE_STREAM
     kube_kind: ClassVar[subjects.KubeKind]
@@ -425,6 +475,14 @@ class _KubeEvent(_Event, frozen=True, kw_only=True):
         ),
     ] = False
     observed_at: Annotated[UtcDateTime, Meta(description="When the watcher saw it.")]
+    problem: Annotated[
+        SnapshotProblem | None,
+        Meta(
+            description="Set when the object did not decode whole: `object` then holds "
+            "its identity and whatever else decoded (see SnapshotProblem). Absent on a "
+            "complete snapshot."
+        ),
+    ] = None
 
     # Each kind narrows this to its own snapshot type.
     object: PodObject | NodeObject | AppWrapperObject | ItemObject
@@ -443,7 +501,12 @@ class _KubeEvent(_Event, frozen=True, kw_only=True):
 
 
 class KubeAppWrapperEvent(_KubeEvent, frozen=True, kw_only=True, tag="kube.appwrapper"):
-    """An AppWrapper was added, modified or deleted (watcher)."""
+    """An AppWrapper was added, modified or deleted (watcher).
+
+    With `problem` set and `$.spec` in `problem.dropped`, the stored spec did not decode:
+    `object.spec` is empty, the AppWrapper must not be dispatched from this event, and the
+    dispatcher marks it Failed naming `problem.path` (DESIGN §3).
+    """
 
     kube_kind: ClassVar[subjects.KubeKind] = "appwrapper"
     object: AppWrapperObject

@@ -1,14 +1,14 @@
-"""List-then-watch that never loses a deletion.
+"""The relist rule and the callback informer, on the one list-then-watch loop.
 
-A Kubernetes watch can end at any time (EOF, timeout, dropped connection) and can fail with
-410 Expired when the server no longer holds the history we ask to resume from. The only safe
-answer to a 410 is a fresh LIST, and a LIST shows what exists, not what disappeared in the gap.
-So the informer remembers the last state of every object it reported and, after each relist,
-reports a DELETED *tombstone* (the last known state, marked ``inferred``) for every object that
+A LIST shows what exists, not what disappeared while nobody watched. So whoever consumes an
+informer remembers the last state of every object it reported and, after each relist, reports
+a DELETED *tombstone* (the last known state, marked ``inferred``) for every object that
 vanished. The tracker relies on that: a missed DELETED would hang a teardown.
 
-The decision logic (what a relist means) is the pure function :func:`diff_relist`; the loop in
-:class:`Informer` only does I/O and bookkeeping around it.
+* :func:`diff_relist` — the pure rule for what a relist means given what was reported before.
+* :class:`Informer` — the callback informer: reports every change of raw JSON to a sink,
+  tombstones included (the dispatcher's direct intake, tests), on
+  :class:`clearance.listwatch.ListWatch`, which the watcher's informers use directly.
 """
 
 from __future__ import annotations
@@ -18,37 +18,69 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Final, Literal
+from typing import Generic, TypeVar
 
-import aiohttp
 import msgspec
 
-from clearance.kube import Kube, KubeError, Resource, error_status
+from clearance.kube import Kube, Resource
+from clearance.listwatch import (
+    Action,
+    Changed,
+    Decoded,
+    Identity,
+    InformerStats,
+    Listed,
+    ListWatch,
+    Timing,
+    loose_meta,
+)
 
 log = logging.getLogger(__name__)
 
-Action = Literal["ADDED", "MODIFIED", "DELETED"]
+T = TypeVar("T")
 
 
-class ObjectMeta(msgspec.Struct, frozen=True):
-    """The identity fields the informer needs from any object."""
-
-    uid: str = ""
-    name: str = ""
-    namespace: str | None = None
-    resourceVersion: str = ""  # Kubernetes wire name
+# ------------------------------------------------------------------------ the relist rule
 
 
-class _Envelope(msgspec.Struct, frozen=True):
-    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+@dataclass(frozen=True, slots=True)
+class Planned(Generic[T]):
+    """One change a relist implies."""
+
+    action: Action
+    item: Decoded[T]
+    inferred: bool = False
+    """True for a tombstone: known before, absent from the LIST."""
 
 
-_ENVELOPE: Final = msgspec.json.Decoder(_Envelope)
+def diff_relist(known: Mapping[str, Decoded[T]], listed: Iterable[Decoded[T]]) -> list[Planned[T]]:
+    """Changes implied by a fresh LIST, given what was reported before it.
+
+    Each listed object is ADDED when unknown, MODIFIED when its resourceVersion moved, and
+    nothing when unchanged; each known object missing from the LIST is a DELETED tombstone
+    carrying its last known state. Tombstones come first so that, when a name was reused
+    during the gap, the old object's DELETED precedes the new object's ADDED on the
+    per-name subject. A uid listed twice counts once (its last entry).
+    """
+    seen: dict[str, Planned[T] | None] = {}
+    for item in listed:
+        uid = item.meta.uid
+        before = known.get(uid)
+        if before is None:
+            seen[uid] = Planned("ADDED", item)
+        elif before.meta.resourceVersion != item.meta.resourceVersion:
+            seen[uid] = Planned("MODIFIED", item)
+        else:
+            seen[uid] = None
+    tombstones = [
+        Planned("DELETED", before, inferred=True)
+        for uid, before in known.items()
+        if uid not in seen
+    ]
+    return tombstones + [change for change in seen.values() if change is not None]
 
 
-def meta_of(raw: msgspec.Raw | bytes) -> ObjectMeta:
-    """Decode only ``metadata`` identity fields from raw object JSON."""
-    return _ENVELOPE.decode(raw).metadata
+# ---------------------------------------------------------------- the callback informer
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,56 +88,22 @@ class Change:
     """One change to report: the object's raw JSON and its identity."""
 
     action: Action
-    meta: ObjectMeta
+    meta: Identity
     raw: msgspec.Raw
     inferred: bool = False
     """True for a tombstone deduced from a relist rather than read from a watch."""
 
 
-@dataclass(frozen=True, slots=True)
-class Known:
-    """What the informer last reported about one object (by UID)."""
-
-    meta: ObjectMeta
-    raw: msgspec.Raw
-
-
-def diff_relist(known: Mapping[str, Known], listed: Iterable[msgspec.Raw]) -> list[Change]:
-    """Changes implied by a fresh LIST, given what was reported before it.
-
-    Tombstones come first so that, when a name was reused during the gap, the old object's
-    DELETED precedes the new object's ADDED on the per-name subject.
-    """
-    seen: dict[str, Change | None] = {}
-    for raw in listed:
-        meta = meta_of(raw)
-        before = known.get(meta.uid)
-        if before is None:
-            seen[meta.uid] = Change("ADDED", meta, raw)
-        elif before.meta.resourceVersion != meta.resourceVersion:
-            seen[meta.uid] = Change("MODIFIED", meta, raw)
-        else:
-            seen[meta.uid] = None
-    tombstones = [
-        Change("DELETED", k.meta, k.raw, inferred=True)
-        for uid, k in known.items()
-        if uid not in seen
-    ]
-    return tombstones + [c for c in seen.values() if c is not None]
-
-
 Sink = Callable[[Change], Awaitable[None]]
 
 
-@dataclass
-class InformerStats:
-    """Counters the owning service exports as metrics."""
-
-    relists: int = 0
-    watch_restarts: int = 0
-    tombstones: int = 0
-    events: int = 0
-    undecodable: int = 0
+def decode_raw(raw: msgspec.Raw, where: str) -> Decoded[msgspec.Raw] | None:
+    """The decode hook of :class:`Informer`: identity only, the JSON stays raw."""
+    meta = loose_meta(raw)
+    if meta is None:
+        log.error("object with undecodable metadata skipped", extra={"seen_in": where})
+        return None
+    return Decoded(meta, raw)
 
 
 @dataclass
@@ -126,85 +124,38 @@ class Informer:
     """Reconnect when no event or bookmark arrived for this long (bookmarks come every ~60 s)."""
     retry_delay: float = 1.0
     """Pause before retrying after the API server failed or was unreachable."""
-    known: dict[str, Known] = field(default_factory=dict)
+    known: dict[str, Decoded[msgspec.Raw]] = field(default_factory=dict)
     """Last reported state per UID; seed it to detect deletions that happened while down."""
     synced: asyncio.Event = field(default_factory=asyncio.Event)
     stats: InformerStats = field(default_factory=InformerStats)
 
     async def run(self, sink: Sink) -> None:
         """Run forever (until cancelled)."""
-        while True:
-            try:
-                resource_version = await self._relist(sink)
-            except KubeError as exc:
-                log.warning(
-                    "list failed, retrying",
-                    extra={"resource": self.resource.plural, "error": str(exc)},
-                )
-                await asyncio.sleep(self.retry_delay)
-                continue
-            await self._watch_until_expired(sink, resource_version)
-
-    async def _relist(self, sink: Sink) -> str:
-        result = await self.kube.list(
-            self.resource, namespace=self.namespace, label_selector=self.label_selector
+        stream: ListWatch[msgspec.Raw] = ListWatch(
+            self.kube,
+            self.resource,
+            decode=decode_raw,
+            namespace=self.namespace,
+            label_selector=self.label_selector,
+            timing=Timing(
+                watch_timeout=self.watch_timeout,
+                inactivity_timeout=self.inactivity_timeout,
+                retry_delay=self.retry_delay,
+            ),
         )
-        self.stats.relists += 1
-        for change in diff_relist(self.known, result.items):
-            await self._report(sink, change)
-        self.synced.set()
-        return result.resource_version
-
-    async def _watch_until_expired(self, sink: Sink, resource_version: str) -> None:
-        """Watch and resume from the last resourceVersion until the server says 410."""
-        while True:
-            try:
-                async for line in self.kube.watch(
-                    self.resource,
-                    resource_version=resource_version,
-                    namespace=self.namespace,
-                    label_selector=self.label_selector,
-                    timeout_seconds=self.watch_timeout,
-                    inactivity_timeout=self.inactivity_timeout,
-                ):
-                    if line.type == "ERROR":
-                        error = error_status(line)
-                        log.info(
-                            "watch error, relisting",
-                            extra={"resource": self.resource.plural, "error": str(error)},
+        stream.stats = self.stats  # one set of counters, shared with the owner
+        async with contextlib.aclosing(stream.happenings()) as happenings:
+            async for happening in happenings:
+                if isinstance(happening, Listed):
+                    for planned in diff_relist(self.known, happening.items):
+                        item = planned.item
+                        await self._report(
+                            sink, Change(planned.action, item.meta, item.value, planned.inferred)
                         )
-                        return
-                    try:
-                        meta = meta_of(line.object)
-                    except msgspec.DecodeError as exc:
-                        # One malformed object must not stall the stream: skip it, loudly.
-                        self.stats.undecodable += 1
-                        log.error(
-                            "watch event with undecodable metadata skipped",
-                            extra={"resource": self.resource.plural, "error": str(exc)},
-                        )
-                        continue
-                    if meta.resourceVersion:
-                        resource_version = meta.resourceVersion
-                    if line.type == "BOOKMARK":
-                        continue
-                    if line.type in ("ADDED", "MODIFIED", "DELETED"):
-                        action: Action = line.type  # type: ignore[assignment]
-                        await self._report(sink, Change(action, meta, line.object))
-            except KubeError as exc:
-                if exc.expired:
-                    return
-                log.warning(
-                    "watch failed, resuming",
-                    extra={"resource": self.resource.plural, "error": str(exc)},
-                )
-                await asyncio.sleep(self.retry_delay)
-            except (TimeoutError, OSError, aiohttp.ClientError, msgspec.DecodeError) as exc:
-                log.info(
-                    "watch interrupted, resuming",
-                    extra={"resource": self.resource.plural, "error": repr(exc)},
-                )
-            self.stats.watch_restarts += 1
+                    self.synced.set()
+                elif isinstance(happening, Changed):
+                    item = happening.item
+                    await self._report(sink, Change(happening.action, item.meta, item.value))
 
     async def _report(self, sink: Sink, change: Change) -> None:
         await sink(change)
@@ -214,7 +165,7 @@ class Informer:
             if change.inferred:
                 self.stats.tombstones += 1
         else:
-            self.known[change.meta.uid] = Known(change.meta, change.raw)
+            self.known[change.meta.uid] = Decoded(change.meta, change.raw)
 
 
 async def cancel_quietly(task: asyncio.Task[None]) -> None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -376,7 +376,7 @@ class Kube:
         field_selector: str | None = None,
         timeout_seconds: int = 300,
         inactivity_timeout: float = 90.0,
-    ) -> AsyncIterator[WatchLine]:
+    ) -> AsyncGenerator[WatchLine, None]:
         """Watch from ``resource_version`` with bookmarks; ends at EOF.
 
         ``inactivity_timeout`` bounds the wait for one line: with bookmarks every minute a

@@ -8,15 +8,14 @@
   an object that carries *this* attempt's label and owner means "done before a crash"; an
   object of another attempt (or someone else's) under that name is :class:`Blocked`, never
   overwritten.
-* :class:`Discovery` maps apiVersion+kind to the REST resource through the API's discovery
-  documents; a kind the API does not serve is reported, not guessed.
+* apiVersion+kind → REST resource is the shared :class:`clearance.discovery.Discovery`; a kind
+  the API does not serve is reported (:class:`~clearance.discovery.UnknownKind`), not guessed.
 """
 
 from __future__ import annotations
 
 import copy
 import logging
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
@@ -24,6 +23,7 @@ from typing import Any, Final
 import msgspec
 
 from clearance import labels
+from clearance.discovery import Discovery, UnknownKind
 from clearance.events import ObjectRef
 from clearance.kube import Kube, KubeError, Resource
 from clearance_dispatcher.appwrapper import AppWrapperSpec, GenericItem
@@ -32,66 +32,6 @@ log = logging.getLogger(__name__)
 
 PERMANENT_CODES: Final = frozenset({400, 403, 404, 405, 415, 422})
 """Creation errors retrying cannot fix (bad object, forbidden, namespace missing)."""
-
-
-# ----------------------------------------------------------------------------- discovery
-
-
-class _ApiResource(msgspec.Struct):
-    name: str
-    kind: str = ""
-    namespaced: bool = True
-
-
-class _ResourceList(msgspec.Struct):
-    resources: list[_ApiResource] = msgspec.field(default_factory=list)
-
-
-_RESOURCE_LIST: Final = msgspec.json.Decoder(_ResourceList)
-
-
-class UnknownKind(Exception):
-    """The API server does not serve this apiVersion/kind."""
-
-
-class Discovery:
-    """apiVersion/kind → :class:`Resource`, cached per group-version for ``ttl`` seconds."""
-
-    def __init__(self, kube: Kube, *, ttl: float = 30.0) -> None:
-        self.kube = kube
-        self.ttl = ttl
-        self._cache: dict[str, tuple[float, dict[str, Resource]]] = {}
-
-    async def resolve(self, api_version: str, kind: str) -> Resource:
-        """The resource serving ``kind``; :class:`UnknownKind` when not served; KubeError else."""
-        kinds = await self._group_version(api_version)
-        resource = kinds.get(kind)
-        if resource is None:
-            raise UnknownKind(f"the API server does not serve kind {kind} in {api_version}")
-        return resource
-
-    async def _group_version(self, api_version: str) -> dict[str, Resource]:
-        now = time.monotonic()
-        cached = self._cache.get(api_version)
-        if cached is not None and now - cached[0] < self.ttl:
-            return cached[1]
-        group, _, version = api_version.rpartition("/")
-        path = f"/apis/{group}/{version}" if group else f"/api/{version}"
-        try:
-            data = await self.kube.request("GET", path)
-        except KubeError as exc:
-            if exc.code == 404:
-                kinds: dict[str, Resource] = {}
-                self._cache[api_version] = (now, kinds)
-                return kinds
-            raise
-        kinds = {}
-        for entry in _RESOURCE_LIST.decode(data).resources:
-            if "/" in entry.name or not entry.kind:
-                continue  # subresources
-            kinds[entry.kind] = Resource(group, version, entry.name, entry.kind, entry.namespaced)
-        self._cache[api_version] = (now, kinds)
-        return kinds
 
 
 # ------------------------------------------------------------------------------ objects

@@ -23,11 +23,11 @@ from opentelemetry.trace import Tracer
 
 from clearance import bus
 from clearance.bus import BusMetrics
+from clearance.discovery import Discovery
 from clearance.events import AppWrapperRef, Event, encode
 from clearance.kube import Kube, Resource
 from clearance.recording import record_event
 from clearance_dispatcher.bookkeeping import STATUS_STORAGE, Storage
-from clearance_dispatcher.dispatching import Discovery
 from clearance_dispatcher.metrics import DispatcherMetrics
 from clearance_dispatcher.settings import DispatcherSettings
 from clearance_dispatcher.state import ClusterState, Entry, Key

@@ -137,7 +137,7 @@ class Ladder:
         for obj in record.open_objects:  # pods first, then items
             if obj.uid not in alive:
                 continue
-            resource = await self.reader.resolver.resolve(obj.api_version, obj.kind)
+            resource = await self.reader.resolver.find(obj.api_version, obj.kind)
             if resource is None:
                 continue
             try:
@@ -182,7 +182,7 @@ class Ladder:
             snapshot = alive.get(obj.uid)
             if snapshot is None or not snapshot.metadata.finalizers:
                 continue
-            resource = await self.reader.resolver.resolve(obj.api_version, obj.kind)
+            resource = await self.reader.resolver.find(obj.api_version, obj.kind)
             if resource is None:
                 continue
             patch = [

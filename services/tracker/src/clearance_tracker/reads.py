@@ -20,11 +20,11 @@ from typing import Final
 import msgspec
 
 from clearance import labels
+from clearance.discovery import Discovery
 from clearance.events import ItemObject, NodeObject, PodObject
-from clearance.kube import NODES, Kube, KubeError
+from clearance.kube import NODES, PODS, Kube, KubeError
 from clearance_tracker.confirmation import GetResult, Missing, Snapshot
 from clearance_tracker.metrics import TrackerMetrics
-from clearance_tracker.resources import Resolver
 from clearance_tracker.teardown import Teardown, TrackedObject
 
 log = logging.getLogger(__name__)
@@ -63,7 +63,8 @@ class ApiReader:
 
     def __init__(self, kube: Kube, *, metrics: TrackerMetrics) -> None:
         self.kube = kube
-        self.resolver = Resolver(kube)
+        # miss_retry=0: "not served" lets a teardown finish, so it is never an old answer.
+        self.resolver = Discovery(kube, miss_retry=0.0, preload=(PODS,))
         self.metrics = metrics
 
     async def list_all(self, record: Teardown) -> Listing:
@@ -80,7 +81,7 @@ class ApiReader:
         self, api_version: str, kind: str, namespace: str, selector: str
     ) -> list[Snapshot]:
         """Quorum LIST of one kind by the AppWrapper label ([] when the kind is not served)."""
-        resource = await self.resolver.resolve(api_version, kind)
+        resource = await self.resolver.find(api_version, kind)
         if resource is None:
             return []
         try:
@@ -100,7 +101,7 @@ class ApiReader:
 
     async def get(self, obj: TrackedObject) -> GetResult:
         """GET of a tracked object by kind/namespace/name (the answer may be another UID)."""
-        resource = await self.resolver.resolve(obj.api_version, obj.kind)
+        resource = await self.resolver.find(obj.api_version, obj.kind)
         if resource is None:
             return Missing(obj.uid)
         try:

@@ -5,9 +5,10 @@ unknown fields, so one ``msgspec`` decode straight from the watch line's raw ``o
 bytes yields the slim object (no dict, no kubernetes-asyncio model in between). That is
 the whole decode path the benchmark measures.
 
-Hostile input (wrong types, a field out of range) fails that decode. The caller then asks
-:meth:`Codec.identity` for the object's identity alone: enough to log it, to account for
-it in a relist (so it is not mistaken for a deleted object) and to publish its deletion.
+Hostile input (wrong types, a field out of range) fails that decode. :meth:`Codec.read`
+then salvages what does decode (:mod:`clearance_watcher.salvage`) and says what did not in
+a :class:`~clearance.events.SnapshotProblem`: the watcher publishes that partial snapshot
+with the problem instead of dropping the object, so nobody is blind to it.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import msgspec
 from clearance import events, subjects
 from clearance.events import (
     AppWrapperObject,
+    EventDecodeError,
     ItemObject,
     KubeAppWrapperEvent,
     KubeEvent,
@@ -30,60 +32,42 @@ from clearance.events import (
     NodeObject,
     ObjectMeta,
     PodObject,
+    SnapshotProblem,
     WatchAction,
 )
-from clearance.informing import meta_of
 from clearance.kube import Resource
+from clearance_watcher.salvage import Unsalvageable, salvage
 
 Snapshot = PodObject | NodeObject | AppWrapperObject | ItemObject
 
 
 class _Body(msgspec.Struct, frozen=True):
-    """Any object reduced to its (validated) metadata; used for items and fallbacks."""
+    """Any object reduced to its (validated) metadata: what the watcher publishes of an item."""
 
     metadata: ObjectMeta
 
 
-class _Bookmark(msgspec.Struct, frozen=True):
-    class Meta(msgspec.Struct, frozen=True):
-        resourceVersion: str = ""  # Kubernetes wire name
-
-    metadata: Meta = msgspec.field(default_factory=Meta)
-
-
 _BODY: Final = msgspec.json.Decoder(_Body)
-_BOOKMARK: Final = msgspec.json.Decoder(_Bookmark)
 
-
-def bookmark_rv(raw: bytes | msgspec.Raw) -> str:
-    """resourceVersion carried by a BOOKMARK (``""`` when absent or malformed)."""
-    try:
-        return _BOOKMARK.decode(raw).metadata.resourceVersion
-    except msgspec.DecodeError:
-        return ""
+_SNAPSHOT_TYPES: Final[dict[str, type[PodObject | NodeObject | AppWrapperObject]]] = {
+    "pod": PodObject,
+    "node": NodeObject,
+    "appwrapper": AppWrapperObject,
+}
+_ATOMIC: Final[dict[str, tuple[str, ...]]] = {"appwrapper": ("$.spec",)}
+"""Paths never published half-decoded: half an AppWrapper spec must not be dispatched."""
 
 
 @dataclass(frozen=True, slots=True)
-class Identity:
-    """Who an object is, as far as it could be read (for logs of undecodable objects)."""
+class Reading:
+    """What the watcher could make of one object as stored."""
 
-    uid: str
-    name: str
-    namespace: str | None
-    resource_version: str
-
-    def describe(self) -> str:
-        where = f"{self.namespace}/" if self.namespace else ""
-        return f"{where}{self.name} (uid {self.uid or '?'}, rv {self.resource_version or '?'})"
-
-
-def loose_identity(raw: bytes | msgspec.Raw) -> Identity | None:
-    """Identity fields without any constraint checking; None if not even that decodes."""
-    try:
-        meta = meta_of(raw)
-    except msgspec.DecodeError:
-        return None
-    return Identity(meta.uid, meta.name, meta.namespace, meta.resourceVersion)
+    snapshot: Snapshot | None
+    """None: not even a valid identity decodes; nothing can be published about it."""
+    problem: SnapshotProblem | None = None
+    """Set when ``snapshot`` is partial (or missing): what failed to decode, what was dropped."""
+    raw: msgspec.Raw | None = None
+    """The stored JSON, kept only for an object with a problem (its kinds are read from it)."""
 
 
 class Codec:
@@ -120,13 +104,39 @@ class Codec:
             )
         return snapshot
 
-    def identity_snapshot(self, raw: bytes | msgspec.Raw) -> Snapshot | None:
-        """A snapshot holding only the (valid) metadata, or None if even that fails."""
+    def read(self, raw: msgspec.Raw) -> Reading:
+        """:meth:`decode`, or on failure what :meth:`salvage` can make of the object."""
         try:
-            meta = _BODY.decode(raw).metadata
+            return Reading(self.decode(raw))
+        except msgspec.DecodeError as exc:
+            return self.salvage(raw, exc)
+
+    def salvage(self, raw: bytes | msgspec.Raw, error: msgspec.DecodeError) -> Reading:
+        """The partial snapshot of an object that failed :meth:`decode` with ``error``."""
+        where = EventDecodeError.from_msgspec(error).path or "$"
+        stored = msgspec.Raw(bytes(raw))
+        try:
+            data = msgspec.json.decode(raw)
         except msgspec.DecodeError:
-            return None
-        return self.bare(meta)
+            return Reading(None, SnapshotProblem(message=str(error), path="$"), stored)
+        cls = _SNAPSHOT_TYPES.get(self.kube_kind)
+        snapshot: Snapshot
+        try:
+            if cls is None:
+                meta_data = data.get("metadata") if isinstance(data, dict) else None
+                meta, dropped = salvage(meta_data, ObjectMeta, path="$.metadata")
+                snapshot = self.bare(meta)
+            else:
+                atomic = _ATOMIC.get(self.kube_kind, ())
+                salvaged, dropped = salvage(data, cls, atomic=atomic)
+                snapshot = msgspec.structs.replace(
+                    salvaged, api_version=self._api_version, kind=self._kind
+                )
+        except Unsalvageable as exc:
+            problem = SnapshotProblem(message=str(error), path=where, dropped=(exc.path,))
+            return Reading(None, problem, stored)
+        problem = SnapshotProblem(message=str(error), path=where, dropped=dropped)
+        return Reading(snapshot, problem, stored)
 
     def bare(self, meta: ObjectMeta) -> Snapshot:
         """An identity-only snapshot of this resource's kind."""
@@ -145,22 +155,21 @@ class Codec:
         *,
         observed_at: datetime,
         inferred: bool = False,
+        problem: SnapshotProblem | None = None,
     ) -> KubeEvent:
+        common: dict[str, Any] = {
+            "action": action,
+            "inferred": inferred,
+            "observed_at": observed_at,
+            "problem": problem,
+        }
         if isinstance(snapshot, PodObject):
-            return KubePodEvent(
-                action=action, inferred=inferred, observed_at=observed_at, object=snapshot
-            )
+            return KubePodEvent(**common, object=snapshot)
         if isinstance(snapshot, NodeObject):
-            return KubeNodeEvent(
-                action=action, inferred=inferred, observed_at=observed_at, object=snapshot
-            )
+            return KubeNodeEvent(**common, object=snapshot)
         if isinstance(snapshot, AppWrapperObject):
-            return KubeAppWrapperEvent(
-                action=action, inferred=inferred, observed_at=observed_at, object=snapshot
-            )
-        return KubeItemEvent(
-            action=action, inferred=inferred, observed_at=observed_at, object=snapshot
-        )
+            return KubeAppWrapperEvent(**common, object=snapshot)
+        return KubeItemEvent(**common, object=snapshot)
 
 
 def encode_event(event: KubeEvent) -> bytes:

@@ -2,9 +2,9 @@
 
 An AppWrapper's generic items can be of any kind (Job, PyTorchJob, Service, ...). The
 watcher follows the set of kinds named by the AppWrappers it sees, maps each
-apiVersion+kind to a REST resource through discovery (``GET /api/v1`` or
-``GET /apis/<group>/<version>``), and runs one informer per kind (and namespace) selecting
-objects that carry the AppWrapper label.
+apiVersion+kind to a REST resource through the shared API discovery
+(:class:`clearance.discovery.Discovery`), and runs one informer per kind (and namespace)
+selecting objects that carry the AppWrapper label.
 
 * A kind the API server does not serve is logged with the AppWrapper that names it and
   counted; discovery is asked again every ``discovery_retry`` (the CRD may come later).
@@ -24,12 +24,13 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any
 
 import msgspec
 
+from clearance.discovery import Discovery
 from clearance.events import AppWrapperObject
-from clearance.kube import Kube, KubeError, Resource
+from clearance.kube import KubeError, Resource
 from clearance_watcher.metrics import WatcherMetrics
 
 log = logging.getLogger(__name__)
@@ -92,75 +93,6 @@ def wrapped_by_raw(raw: bytes | msgspec.Raw) -> Wrapped:
     if not isinstance(items, list):
         return Wrapped(frozenset(), ())
     return _kinds_from_items(items)
-
-
-# -- discovery -----------------------------------------------------------------------------
-
-
-class _ApiResource(msgspec.Struct):
-    name: str
-    kind: str
-    namespaced: bool = False
-
-
-class _ApiResourceList(msgspec.Struct):
-    resources: list[_ApiResource] = msgspec.field(default_factory=list)
-
-
-_RESOURCE_LIST: Final = msgspec.json.Decoder(_ApiResourceList)
-
-
-def split_api_version(api_version: str) -> tuple[str, str]:
-    """``batch/v1`` → (``batch``, ``v1``); ``v1`` → (``""``, ``v1``)."""
-    group, _, version = api_version.rpartition("/")
-    return group, version
-
-
-class Discovery:
-    """apiVersion+kind → :class:`Resource`, from the API server's discovery documents.
-
-    Answers are cached per group/version; a miss is asked again only after ``retry``
-    seconds, so an AppWrapper naming a bogus kind cannot turn into a request storm.
-    """
-
-    def __init__(
-        self, kube: Kube, *, retry: float, clock: Callable[[], float] = time.monotonic
-    ) -> None:
-        self.kube = kube
-        self.retry = retry
-        self.clock = clock
-        self._cache: dict[str, tuple[float, dict[str, Resource]]] = {}
-
-    async def resolve(self, api_version: str, kind: str) -> Resource | None:
-        """The resource serving ``kind``; None when the server does not serve it.
-
-        Raises :class:`KubeError` when discovery itself failed (retry later).
-        """
-        cached = self._cache.get(api_version)
-        now = self.clock()
-        if cached is not None and (kind in cached[1] or now - cached[0] < self.retry):
-            return cached[1].get(kind)
-        group, version = split_api_version(api_version)
-        if not version:
-            self._cache[api_version] = (now, {})
-            return None
-        path = f"/apis/{group}/{version}" if group else f"/api/{version}"
-        try:
-            data = await self.kube.request("GET", path)
-            listing = _RESOURCE_LIST.decode(data)
-        except KubeError as exc:
-            if exc.code != 404:
-                raise
-            listing = _ApiResourceList()
-        except msgspec.DecodeError:
-            listing = _ApiResourceList()
-        by_kind = {
-            r.kind: Resource(group, version, r.name, r.kind, namespaced=r.namespaced)
-            for r in listing.resources
-            if "/" not in r.name
-        }
-        self._cache[api_version] = (now, by_kind)
-        return by_kind.get(kind)
 
 
 # -- the dynamic set of informers ----------------------------------------------------------
@@ -337,7 +269,7 @@ class KindInformers:
     async def _start(self, key: KindKey, now: float) -> None:
         api_version, kind = key
         try:
-            resource = await self.discovery.resolve(api_version, kind)
+            resource = await self.discovery.find(api_version, kind)
         except KubeError as exc:
             log.warning(
                 "discovery failed; will retry",

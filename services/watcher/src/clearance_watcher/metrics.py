@@ -73,7 +73,15 @@ class WatcherMetrics:
         )
         self.decode_failures = Counter(
             "clearance_watcher_decode_failures",
-            "Objects from the API that did not decode into the event snapshot (skipped).",
+            "Objects from the API that did not decode whole into the event snapshot (each "
+            "is published partially with a problem when its identity decodes).",
+            ["kind"],
+            registry=registry,
+        )
+        self.partial_events = Counter(
+            "clearance_watcher_partial_events",
+            "Events acknowledged with a problem: the object did not decode whole, so its "
+            "identity and whatever else decoded was published.",
             ["kind"],
             registry=registry,
         )

@@ -41,6 +41,7 @@ from clearance.events import (
     KubeEvent,
     NodeObject,
     PodObject,
+    SnapshotProblem,
 )
 from clearance.telemetry import ContextLogger, context_from_traceparent
 from clearance_watcher.cycles import CycleIndex
@@ -68,6 +69,16 @@ def identity_only(obj: Snapshot) -> Snapshot:
     if isinstance(obj, AppWrapperObject):
         return AppWrapperObject(metadata=obj.metadata, kind=obj.kind, api_version=obj.api_version)
     return obj
+
+
+def _reduced(event: KubeEvent, obj: Snapshot, message: str, dropped: tuple[str, ...]) -> KubeEvent:
+    """``event`` carrying the reduced ``obj``, its ``problem`` saying what was left out."""
+    before = event.problem
+    if before is None:
+        problem = SnapshotProblem(message=message, path="$", dropped=dropped)
+    else:  # already partial: keep what failed first, add what the reduction left out
+        problem = msgspec.structs.replace(before, dropped=(*before.dropped, *dropped))
+    return msgspec.structs.replace(event, object=obj, problem=problem)
 
 
 class Progress:
@@ -233,6 +244,8 @@ class Publisher:
         now = self.clock()
         self.metrics.publish_latency.observe(now - pending.submitted)
         self.metrics.events.labels(event.kube_kind, event.action).inc()
+        if event.problem is not None:
+            self.metrics.partial_events.labels(event.kube_kind).inc()
         lag = time.time() - event.observed_at.timestamp()
         self.metrics.lag.observe(max(0.0, lag))
         pending.done.set_result(None)
@@ -302,17 +315,26 @@ class Publisher:
         }
         smaller: KubeEvent | None = None
         outcome = ""
+        too_large = f"event of {len(data)} bytes is above the NATS max payload"
         if any(key not in _KEEP_LABELS for key in meta.labels):
             kept = {k: v for k, v in meta.labels.items() if k in _KEEP_LABELS}
             trimmed = msgspec.structs.replace(meta, labels=kept)
-            smaller = msgspec.structs.replace(
-                event, object=msgspec.structs.replace(obj, metadata=trimmed)
+            smaller = _reduced(
+                event,
+                msgspec.structs.replace(obj, metadata=trimmed),
+                f"{too_large}: labels not set by Clearance or MCAD dropped",
+                ("$.metadata.labels",),
             )
             outcome = "trimmed"
         elif event.action == "DELETED" or event.kube_kind in ("pod", "node"):
             bare = identity_only(obj)
             if bare is not obj:
-                smaller = msgspec.structs.replace(event, object=bare)
+                smaller = _reduced(
+                    event,
+                    bare,
+                    f"{too_large}: only its identity is published",
+                    ("$.spec", "$.status"),
+                )
                 outcome = "identity"
         if smaller is not None:
             encoded = encode_event(smaller)

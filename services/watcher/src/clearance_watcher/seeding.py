@@ -27,9 +27,16 @@ import nats.js.errors
 from nats.js import JetStreamContext, api
 
 from clearance import events, subjects
-from clearance.events import KubeAppWrapperEvent, KubeItemEvent, KubeNodeEvent, KubePodEvent
-from clearance_watcher.decoding import Snapshot
+from clearance.events import (
+    KubeAppWrapperEvent,
+    KubeItemEvent,
+    KubeNodeEvent,
+    KubePodEvent,
+    SnapshotProblem,
+)
+from clearance_watcher.decoding import Reading, Snapshot
 from clearance_watcher.publishing import WATCH_KEY_HEADER, WATCH_RESUME_HEADER
+from clearance_watcher.watching import Known, known_of
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +48,8 @@ class Seed:
     """Last published state per uid for one subject kind, and resume positions by key."""
 
     live: list[Snapshot] = field(default_factory=list)
+    problems: dict[str, SnapshotProblem] = field(default_factory=dict)
+    """uid → the ``problem`` its last event carried (a partial snapshot)."""
     resume: dict[str, str] = field(default_factory=dict)
     events: int = 0
     undecodable: int = 0
@@ -51,9 +60,9 @@ class Seed:
         namespace: str | None,
         api_version: str | None = None,
         kind: str | None = None,
-    ) -> dict[str, Snapshot]:
+    ) -> dict[str, Known]:
         """The live objects an informer scoped to ``namespace`` (None: all) is responsible for."""
-        out: dict[str, Snapshot] = {}
+        out: dict[str, Known] = {}
         for snapshot in self.live:
             if namespace is not None and snapshot.metadata.namespace != namespace:
                 continue
@@ -61,7 +70,8 @@ class Seed:
                 continue
             if kind is not None and snapshot.kind != kind:
                 continue
-            out[snapshot.metadata.uid] = snapshot
+            uid = snapshot.metadata.uid
+            out[uid] = known_of(snapshot, Reading(snapshot, self.problems.get(uid)))
         return out
 
     def item_kinds(self) -> set[tuple[str, str]]:
@@ -86,7 +96,7 @@ async def read_seed(js: JetStreamContext, kube_kind: subjects.KubeKind, *, timeo
     )
     sub = await js.pull_subscribe(filter_subject, stream=subjects.KUBE_STREAM, config=config)
     latest: dict[str, tuple[int, str]] = {}
-    last: dict[str, Snapshot | None] = {}
+    last: dict[str, tuple[Snapshot, SnapshotProblem | None] | None] = {}
     info: api.ConsumerInfo | None = None
     try:
         info = await sub.consumer_info()
@@ -117,7 +127,10 @@ async def read_seed(js: JetStreamContext, kube_kind: subjects.KubeKind, *, timeo
                 await js.delete_consumer(subjects.KUBE_STREAM, info.name)
             except Exception:
                 log.debug("seed consumer delete failed", exc_info=True)
-    seed.live = [snapshot for snapshot in last.values() if snapshot is not None]
+    seed.live = [entry[0] for entry in last.values() if entry is not None]
+    seed.problems = {
+        uid: entry[1] for uid, entry in last.items() if entry is not None and entry[1] is not None
+    }
     seed.resume = {key: rv for key, (_, rv) in latest.items()}
     return seed
 
@@ -125,7 +138,7 @@ async def read_seed(js: JetStreamContext, kube_kind: subjects.KubeKind, *, timeo
 def _take(
     seed: Seed,
     latest: dict[str, tuple[int, str]],
-    last: dict[str, Snapshot | None],
+    last: dict[str, tuple[Snapshot, SnapshotProblem | None] | None],
     data: bytes,
     headers: dict[str, str] | None,
     sequence: int,
@@ -139,7 +152,7 @@ def _take(
     if not isinstance(event, KubeAppWrapperEvent | KubePodEvent | KubeNodeEvent | KubeItemEvent):
         return
     obj = event.object
-    last[obj.metadata.uid] = None if event.action == "DELETED" else obj
+    last[obj.metadata.uid] = None if event.action == "DELETED" else (obj, event.problem)
     if headers:
         key = headers.get(WATCH_KEY_HEADER)
         rv = headers.get(WATCH_RESUME_HEADER)

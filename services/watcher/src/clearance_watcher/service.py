@@ -29,16 +29,17 @@ from nats.js import JetStreamContext
 from opentelemetry.trace import Tracer
 
 from clearance import bus, labels, subjects
+from clearance.discovery import Discovery
 from clearance.events import AppWrapperObject
 from clearance.kube import LEASES, NODES, PODS, Kube, KubeError, Resource
 from clearance.leadership import LeaderElector, LeaseSpec, Step, decide
 from clearance_watcher.decoding import Codec, Snapshot
-from clearance_watcher.kinds import Discovery, KindInformers, Running
+from clearance_watcher.kinds import KindInformers, Running
 from clearance_watcher.metrics import WatcherMetrics
 from clearance_watcher.publishing import Publisher
 from clearance_watcher.seeding import Seed, read_seed
 from clearance_watcher.settings import WatcherSettings
-from clearance_watcher.watching import Informer, Observer, Scope, Timing
+from clearance_watcher.watching import Informer, Known, Observer, Scope, WatcherTiming
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +76,7 @@ class Session:
     _kinds_task: asyncio.Task[None] | None = None
     _kinds: KindInformers | None = None
     _item_seed: Seed = field(default_factory=Seed)
-    _stopped: dict[str, tuple[dict[str, Snapshot], str | None]] = field(default_factory=dict)
+    _stopped: dict[str, tuple[dict[str, Known], str | None]] = field(default_factory=dict)
     """Last known state and position of informers stopped during this session."""
     publisher: Publisher | None = None
 
@@ -83,9 +84,9 @@ class Session:
     def namespaces(self) -> tuple[str | None, ...]:
         return self.settings.namespaces or (None,)
 
-    def _timing(self) -> Timing:
+    def _timing(self) -> WatcherTiming:
         s = self.settings
-        return Timing(
+        return WatcherTiming(
             watch_timeout=s.watch_timeout,
             inactivity_timeout=s.inactivity_timeout,
             retry_delay=s.retry_delay,
@@ -173,7 +174,7 @@ class Session:
         )
         selector = labels.ANY_APPWRAPPER
         kinds = KindInformers(
-            discovery=Discovery(self.kube, retry=s.discovery_retry),
+            discovery=Discovery(self.kube, miss_retry=s.discovery_retry),
             start=self._start_kind,
             metrics=self.metrics,
             linger=s.kind_linger,
@@ -188,6 +189,8 @@ class Session:
             if snapshot.api_version != appwrapper_resource(s).api_version:
                 continue
             assert isinstance(snapshot, AppWrapperObject)
+            if snapshot.metadata.uid in seeds["appwrapper"].problems:
+                continue  # its spec was not published: its kinds come with its next LIST
             await kinds.observe(
                 uid=snapshot.metadata.uid,
                 namespace=snapshot.metadata.namespace,

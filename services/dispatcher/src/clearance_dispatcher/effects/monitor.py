@@ -15,11 +15,11 @@ from collections.abc import Mapping
 
 import msgspec
 
+from clearance.discovery import UnknownKind
 from clearance.events import CycleCompleted
 from clearance.kube import KubeError
 from clearance_dispatcher import transitions
 from clearance_dispatcher.appwrapper import AppWrapperSpec
-from clearance_dispatcher.dispatching import UnknownKind
 from clearance_dispatcher.effects.teardown import Teardown
 from clearance_dispatcher.intake import Intake
 from clearance_dispatcher.policy import default_wait

@@ -14,10 +14,10 @@ import contextlib
 import logging
 
 from clearance import bus
+from clearance.discovery import UnknownKind
 from clearance.events import CycleFailed
 from clearance_dispatcher import transitions
 from clearance_dispatcher.appwrapper import UNKNOWN_KIND, AppWrapperSpec, Problem
-from clearance_dispatcher.dispatching import UnknownKind
 from clearance_dispatcher.runtime import Runtime
 from clearance_dispatcher.state import Entry, Key
 from clearance_dispatcher.transitions import MESSAGE_LIMIT
