@@ -10,6 +10,18 @@ Which server the session uses:
 
 Tests isolate themselves by unique names (``unique_names`` fixture), not by a server each.
 Tests that kill or restart a server take their own from ``nats_server_factory``.
+
+Hypothesis profiles (the model-level state machines of issue 14 and every ``@given``):
+
+* ``default`` (`make test`): Hypothesis' defaults without a deadline (two shared cores make
+  any per-example deadline flaky) and with ``print_blob`` (a failure prints the
+  ``@reproduce_failure`` line); the example database replays failures locally;
+* ``ci``: the same, derandomized (every run tries the same examples) and without the database;
+  loaded when ``CI`` is set;
+* ``nightly``: ten times the examples (1,000 per ``@given``; the machines scale theirs the same
+  way, see tests/support/modelcheck.py); ``HYPOTHESIS_PROFILE=nightly make test``.
+
+``HYPOTHESIS_PROFILE`` names the profile explicitly and wins over ``CI``.
 """
 
 from __future__ import annotations
@@ -22,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import settings as hypothesis_settings
 from nats.aio.client import Client as NatsClient
 from nats.js import JetStreamContext
 from opentelemetry.sdk.trace import TracerProvider
@@ -35,6 +48,30 @@ from clearance.telemetry import setup_tracing
 
 EXPECTED_NATS_SERVER_VERSION = "2.15.1"
 
+hypothesis_settings.register_profile("default", deadline=None, print_blob=True)
+hypothesis_settings.register_profile(
+    "ci", hypothesis_settings.get_profile("default"), derandomize=True, database=None
+)
+hypothesis_settings.register_profile(
+    "nightly", hypothesis_settings.get_profile("default"), max_examples=1000
+)
+HYPOTHESIS_PROFILES = ("default", "ci", "nightly")
+
+
+def hypothesis_profile() -> str:
+    """The profile to load: ``HYPOTHESIS_PROFILE``, else ``ci`` when ``CI`` is set."""
+    return os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "default")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    name = hypothesis_profile()
+    if name not in HYPOTHESIS_PROFILES:
+        raise pytest.UsageError(
+            f"HYPOTHESIS_PROFILE={name!r} is not a profile; use one of "
+            + ", ".join(HYPOTHESIS_PROFILES)
+        )
+    hypothesis_settings.load_profile(name)
+
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
@@ -46,7 +83,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
-def pytest_report_header(config: pytest.Config) -> str:
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    return [_nats_header(config), f"hypothesis profile: {hypothesis_profile()}"]
+
+
+def _nats_header(config: pytest.Config) -> str:
     mode = config.getoption("--nats")
     if mode == "local" and os.environ.get("NATS_URL"):
         return f"nats: existing server NATS_URL={os.environ['NATS_URL']}"

@@ -13,7 +13,7 @@ import itertools
 import msgspec
 from hypothesis import given
 from hypothesis import strategies as st
-from tracker_builders import at, pod, record, tracked
+from tracker_builders import at, job, pod, record, tracked
 
 from clearance_tracker.confirmation import (
     Missing,
@@ -134,3 +134,29 @@ def test_any_event_sequence_with_restarts_keeps_the_confirmation_invariants(
     proven = [(o.uid, Missing(o.uid)) for o in still]
     done = apply_verification(rec, listed=[], gets=proven, now=at(99), by="r1")
     assert done is not None and done.record.clearing == Clearing(cleared_at=at(99), by="r1")
+
+
+def test_a_verification_whose_reads_predate_a_confirmed_deletion_does_not_clear() -> None:
+    # The verification LISTs while the Job still exists (terminating, held by a finalizer);
+    # the Job's controller then creates a pod, the Job goes, and its DELETED is committed
+    # before the verification is. The LIST cannot show the new pod (its ADDED is still on
+    # the way): a `cleared` now would let attempt 2 start beside it.
+    begun = record(tracked("job1-job", "u-job", kind="Job", api_version="batch/v1"))
+    listed = [job("job1-job", "u-job")]
+    current = apply_event(
+        begun, action="DELETED", snapshot=job("job1-job", "u-job"), now=at(2)
+    ).record
+    stale = apply_verification(current, listed=listed, gets=[], now=at(3), by="r1")
+    assert stale is not None and stale.record.clearing is None
+    assert stale.record.last_verified_at == at(3)
+    # The next verification reads after that deletion: nothing is left, it clears.
+    fresh = apply_verification(stale.record, listed=[], gets=[], now=at(4), by="r1")
+    assert fresh is not None and fresh.record.clearing == Clearing(cleared_at=at(4), by="r1")
+
+
+def test_a_verification_whose_get_predates_a_confirmed_deletion_does_not_clear() -> None:
+    begun = record(tracked("w-0", "u1"))
+    current = apply_event(begun, action="DELETED", snapshot=pod("w-0", "u1"), now=at(2)).record
+    alive_then = [("u1", pod("w-0", "u1"))]
+    stale = apply_verification(current, listed=[], gets=alive_then, now=at(3), by="r1")
+    assert stale is not None and stale.record.clearing is None

@@ -18,7 +18,9 @@ exists). A `deletionTimestamp` is never proof, and neither is absence from a LIS
 The `cleared` rule (DESIGN §1) lives here too, beside the proofs it rests on: a teardown is
 cleared when every tracked UID is confirmed gone *and* a verification — a fresh quorum LIST
 whose members were just merged into the record, then GETs of what it did not show — leaves
-nothing open. :func:`apply_verification` is the only code that sets `clearing`.
+nothing open, its reads taken after every deletion the record has confirmed (a read that still
+shows an object the record holds as gone is older than that deletion, and cannot show what the
+object created meanwhile). :func:`apply_verification` is the only code that sets `clearing`.
 
 Every function here returns a new record plus the list of objects it confirmed; the caller
 does the I/O (reads, CAS write, spans, events), so the rules can be driven by plain calls with
@@ -304,6 +306,7 @@ def apply_verification(
     (nothing a later read shows can undo it)."""
     if record.clearing is not None:
         return None
+    stale = reads_predate_a_deletion(record, listed=listed, gets=gets)
     outcome, _ = apply_list(record, items=listed, now=now)
     confirmed = list(outcome.confirmed)
     added = list(outcome.added)
@@ -313,5 +316,23 @@ def apply_verification(
         confirmed.extend(step.confirmed)
         added.extend(step.added)
         new = step.record
-    new = decide_cleared(mark_verified(new, now), now=now, by=by)
+    new = mark_verified(new, now)
+    if not stale:
+        new = decide_cleared(new, now=now, by=by)
     return Outcome(new, tuple(confirmed), tuple(added))
+
+
+def reads_predate_a_deletion(
+    record: Teardown, *, listed: Sequence[Snapshot], gets: Sequence[tuple[str, GetResult]]
+) -> bool:
+    """Did a read of this verification show alive an object `record` holds as gone?
+
+    Then the reads were taken before that deletion was confirmed (its DELETED was committed
+    while the LIST and GETs were under way), and whatever that object created after them — a
+    controller's pod, whose ADDED may still be on its way — cannot be in them. Such a
+    verification still merges what it proves but cannot decide `cleared`; the next one, whose
+    reads follow every confirmation the record holds, can.
+    """
+    shown = [s.metadata.uid for s in listed]
+    shown += [uid for uid, r in gets if not isinstance(r, Missing) and r.metadata.uid == uid]
+    return any((obj := record.objects.get(uid)) is not None and obj.gone for uid in shown)
