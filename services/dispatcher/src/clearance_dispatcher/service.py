@@ -17,7 +17,7 @@ from nats.js import api
 from opentelemetry.sdk.trace import TracerProvider
 from prometheus_client import CollectorRegistry
 
-from clearance import bus, events, labels, subjects
+from clearance import bus, events, labels, subjects, testfaults
 from clearance.bus import BusMetrics, Consumer, ConsumerSpec, StreamSpec
 from clearance.informing import Change, Informer
 from clearance.kube import NODES, PODS, Kube, KubeConfig, user_agent
@@ -96,6 +96,10 @@ class Service:
             lease_duration=settings.lease_duration,
             retry_period=settings.lease_retry_period,
         )
+        # Fencing: no API write but the Lease's own goes out outside the leader's term, so a
+        # leader frozen past its lease cannot act on stale state when it wakes (DESIGN §5).
+        if not testfaults.active("unfenced"):
+            kube.fence = elector.term
         self.health.add_check("nats connected", lambda: bool(nc.is_connected))
         self.health.add_check(
             "state loaded (leader)",

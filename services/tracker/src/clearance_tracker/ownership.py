@@ -9,6 +9,12 @@ heartbeat itself in case the view lags). A replica never seen is given `owner_ti
 after our own start before it counts as dead; a restarted pod keeps its replica id (HOSTNAME)
 and so its records. The rules (:func:`owner_alive`, :func:`retention_over`) are pure; the
 heartbeat loop also notices a stalled KV watch (our own beats stop coming back).
+
+Fencing (DESIGN §5): other replicas judge this one dead `owner_timeout` after its last beat,
+so this replica's right to act (:attr:`Ownership.term`) lasts as long, measured on the monotonic
+clock from the moment the beat was sent. A replica frozen past it wakes up with its term over:
+its API writes are refused (the tracker's `Kube.fence`) until a new beat starts a new term, by
+which time its records have moved to another owner and its stale claims fail their CAS.
 """
 
 from __future__ import annotations
@@ -16,11 +22,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 
 import msgspec
 
+from clearance.fencing import Term
 from clearance_tracker.commits import RecordWriter
 from clearance_tracker.metrics import TrackerMetrics
 from clearance_tracker.store import TeardownStore
@@ -85,6 +93,10 @@ class Ownership:
         self.now = clock
         self.poke = poke
         self.started_at = clock()
+        self.term = Term(
+            name=f"tracker replica {me}", duration=owner_timeout, margin=owner_timeout / 10
+        )
+        """This replica's right to act; renewed by every heartbeat written."""
 
     def alive(self, owner: str, now: datetime) -> bool:
         return owner_alive(
@@ -97,7 +109,9 @@ class Ownership:
         )
 
     async def beat(self) -> None:
+        sent_at = time.monotonic()
         await self.store.beat(self.me, self.now())
+        self.term.began(sent_at=sent_at)
 
     async def heartbeat_loop(self) -> None:
         while True:

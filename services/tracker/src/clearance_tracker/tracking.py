@@ -28,7 +28,7 @@ from nats.js import JetStreamContext
 from nats.js.kv import KeyValue
 from opentelemetry.trace import Tracer
 
-from clearance import bus
+from clearance import bus, testfaults
 from clearance.kube import Kube
 from clearance_tracker.commits import RecordWriter
 from clearance_tracker.confirmation import Confirmation
@@ -122,6 +122,9 @@ class Tracker:
             clock=clock,
             poke=self.poke,
         )
+        # Fencing: every API write of this replica passes its heartbeat term first.
+        if not testfaults.active("unfenced"):
+            kube.fence = self.ownership.term
         self.handlers = Handlers(
             settings=settings,
             store=self.store,
@@ -171,6 +174,7 @@ class Tracker:
         if self._workers:
             await asyncio.wait(set(self._workers), timeout=timeout)
         if release:
+            self.ownership.term.ended()
             with contextlib.suppress(Exception):
                 await self.store.release(self.me)
 

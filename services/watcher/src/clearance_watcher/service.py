@@ -28,7 +28,7 @@ from nats.aio.client import Client as NatsClient
 from nats.js import JetStreamContext
 from opentelemetry.trace import Tracer
 
-from clearance import bus, labels, subjects
+from clearance import bus, labels, subjects, testfaults
 from clearance.discovery import Discovery
 from clearance.events import AppWrapperObject
 from clearance.kube import LEASES, NODES, PODS, Kube, KubeError, Resource
@@ -389,6 +389,8 @@ class Watcher:
             retry_period=s.lease_retry_period,
         )
         elector = self.elector
+        if not testfaults.active("unfenced"):
+            self.kube.fence = elector.term  # fencing: no write outside the leader's term
         campaign = asyncio.create_task(elector.run(), name="leader-election")
         campaign.add_done_callback(_crashed)
         log.info(

@@ -1,0 +1,23 @@
+"""Deliberately broken builds, for proving that a checker can fail (tests only).
+
+Every invariant check, fault harness and benchmark assertion of Clearance is shown once catching
+a broken build. The breakages are named here and switched on by ``CLEARANCE_TEST_FAULT`` (a
+comma-separated list of names); the variable is unset in every deployment, so each switch is off
+by default and costs one set lookup where it sits.
+
+* ``unfenced`` — leaders do not fence their API writes (``Kube.fence`` stays unset).
+* ``cleared-early`` — the tracker clears a teardown with one object still open.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Final, Literal
+
+ENV: Final = "CLEARANCE_TEST_FAULT"
+Fault = Literal["unfenced", "cleared-early"]
+
+
+def active(fault: Fault) -> bool:
+    """Whether the named breakage is switched on for this process."""
+    return fault in {part.strip() for part in os.environ.get(ENV, "").split(",")}
