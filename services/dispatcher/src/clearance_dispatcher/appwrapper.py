@@ -17,6 +17,7 @@ from datetime import datetime
 from typing import Any, Final, Literal
 
 from clearance_dispatcher.capacity import QuantityError, Resources, add, resources_from_mapping
+from clearance_dispatcher.policy_annotations import policy_fields
 
 GrowthType = Literal["exponential", "linear", "none"]
 FinalizerRemoval = Literal["Never", "AfterForceDeletion"]
@@ -339,7 +340,14 @@ def parse_appwrapper(raw: Mapping[str, Any]) -> AppWrapperSpec | InvalidAppWrapp
             NEGATIVE_MIN_AVAILABLE,
             f"spec.schedulingSpec.minAvailable: must be >= 0, got {min_available}",
         )
-    requeuing = _parse_requeuing(_mapping(scheduling.get("requeuing")), c)
+    requeuing_raw = dict(_mapping(scheduling.get("requeuing")))
+    # Teardown policy by annotation where the spec has none (e.g. an upstream CRD pruned it).
+    from_annotations, annotation_problems = policy_fields(
+        _mapping(meta.get("annotations")), requeuing_raw
+    )
+    for message in annotation_problems:
+        c.add(INVALID_FIELD, message)
+    requeuing = _parse_requeuing({**requeuing_raw, **from_annotations}, c)
     limit = c.int_field(
         _mapping(scheduling.get("dispatchDuration")),
         "limit",
