@@ -5,7 +5,8 @@ a broken build. The breakages are named here and switched on by ``CLEARANCE_TEST
 comma-separated list of names); the variable is unset in every deployment, so each switch is off
 by default and costs one set lookup where it sits.
 
-* ``unfenced`` — leaders do not fence their API writes (``Kube.fence`` stays unset).
+* ``unfenced`` — leaders do not fence their API writes (``Kube.fence`` stays unset), and a leader
+  woken past its term keeps acting for half a lease before it notices (a naive elector).
 * ``cleared-early`` — the tracker clears a teardown with one object still open.
 """
 
