@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from clearance.bounds import MAX_DURATION, Range, durations
+from clearance.bounds import Range
 
 PREFIX: Final = "clearance.dev/"
 ANNOTATION_OF_FIELD: Final[dict[str, str]] = {
@@ -34,33 +34,35 @@ ANNOTATION_OF_FIELD: Final[dict[str, str]] = {
     "stuckAlertTimeInSeconds": f"{PREFIX}stuck-alert-time-in-seconds",
     "finalizerRemoval": f"{PREFIX}finalizer-removal",
 }
-RANGES: Final[dict[str, Range]] = {
-    "pauseTimeInSeconds": durations(),
-    "forceDeletionTimeInSeconds": durations(-MAX_DURATION, MAX_DURATION),
-    "stuckAlertTimeInSeconds": durations(),
-}
 FINALIZER_REMOVALS: Final = ("Never", "AfterForceDeletion")
 
 
 def policy_fields(
-    annotations: Mapping[str, Any], requeuing: Mapping[str, Any]
-) -> tuple[dict[str, Any], list[str]]:
-    """The requeuing fields the annotations supply where ``requeuing`` has none, and the
-    problems (one message per malformed annotation, naming it)."""
+    annotations: Mapping[str, Any],
+    requeuing: Mapping[str, Any],
+    *,
+    ranges: Mapping[str, Range],
+) -> tuple[dict[str, Any], list[tuple[bool, str]]]:
+    """The requeuing fields the annotations supply where ``requeuing`` has none (each value
+    within ``ranges[field]``, the spec's own bounds), and the problems: (out of range?,
+    message naming the annotation)."""
     fields: dict[str, Any] = {}
-    problems: list[str] = []
+    problems: list[tuple[bool, str]] = []
     for field_name, annotation in ANNOTATION_OF_FIELD.items():
         value = annotations.get(annotation)
         if value is None or requeuing.get(field_name) is not None:
             continue
         if not isinstance(value, str):
-            problems.append(f"metadata.annotations[{annotation}]: expected a string")
+            problems.append((False, f"metadata.annotations[{annotation}]: expected a string"))
             continue
         if field_name == "finalizerRemoval":
             if value not in FINALIZER_REMOVALS:
                 problems.append(
-                    f"metadata.annotations[{annotation}]: expected Never or AfterForceDeletion,"
-                    f" got {value!r}"
+                    (
+                        False,
+                        f"metadata.annotations[{annotation}]: expected Never or "
+                        f"AfterForceDeletion, got {value[:64]!r}",
+                    )
                 )
                 continue
             fields[field_name] = value
@@ -69,12 +71,16 @@ def policy_fields(
             seconds = int(value.strip())
         except ValueError:
             problems.append(
-                f"metadata.annotations[{annotation}]: expected whole seconds, got {value!r}"
+                (
+                    False,
+                    f"metadata.annotations[{annotation}]: expected whole seconds, "
+                    f"got {value[:64]!r}",
+                )
             )
             continue
-        problem = RANGES[field_name].problem(seconds)
+        problem = ranges[field_name].problem(seconds)
         if problem is not None:
-            problems.append(f"metadata.annotations[{annotation}]: {problem}")
+            problems.append((True, f"metadata.annotations[{annotation}]: {problem}"))
             continue
         fields[field_name] = seconds
     return fields, problems
