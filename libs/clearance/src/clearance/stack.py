@@ -47,6 +47,8 @@ class StackConfig:
     services: Sequence[str] = SERVICES
     traces: bool = True
     ready_timeout: float = 60.0
+    crd: str | None = None
+    """The AppWrapper CRD (YAML) kubesim serves; None: the one shipped (deploy/crd)."""
 
 
 class StackError(RuntimeError):
@@ -86,7 +88,7 @@ class LocalStack:
 
     def _start_kubesim(self) -> None:
         crd = self.workdir / "appwrapper-crd.yaml"
-        crd.write_text(appwrapper_crd())
+        crd.write_text(self.config.crd if self.config.crd is not None else appwrapper_crd())
         port = free_port()
         command = [
             venv_script("kubesim"),
