@@ -205,6 +205,9 @@ async def check_seed_run(run: SeedRun) -> None:
     assert run.final_status.get("numberOfRequeueings") == 1
     assert run.final_status.get("state") == "Running"
 
+    # The bare-Pod item is one object: one inventory entry (issue 17 Build 5).
+    assert [(o.kind, o.name) for o in run.teardown.inventory] == [("Pod", POD)]
+
     # Bounded requeue count: one decision, one teardown, one redispatch.
     assert [e.attempt for e in log.of(events.CycleRequeued)] == [1]
     assert [e.attempt for e in log.of(events.CycleTeardownStarted)] == [1]
