@@ -34,6 +34,7 @@ import msgspec
 import pytest
 from nats.aio.client import Client as NatsClient
 from nats.js import api
+from tests.support.polling import eventually as eventually  # the one eventually, re-exported
 
 from clearance import attributes, bus, events, labels, subjects
 from clearance.kube import EVENTS, JOBS, PODS, Kube, KubeConfig, KubeError, Resource
@@ -534,20 +535,6 @@ class Scenario:
 
     async def safety_violations(self) -> list[str]:
         return coexistence_violations(await self.history(), self.attempts())
-
-
-async def eventually(
-    probe: Callable[[], Awaitable[Any]], *, timeout: float, what: str, interval: float = 0.1
-) -> Any:
-    """Poll ``probe`` until it returns something truthy; that value is returned."""
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = await probe()
-        if last:
-            return last
-        await asyncio.sleep(interval)
-    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what} (last: {last!r})")
 
 
 def pod_state(pod: Mapping[str, Any] | None) -> str:
