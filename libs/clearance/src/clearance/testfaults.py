@@ -7,6 +7,8 @@ by default and costs one set lookup where it sits.
 
 * ``unfenced`` — leaders do not fence their API writes (``Kube.fence`` stays unset).
 * ``cleared-early`` — the tracker clears a teardown with one object still open.
+* ``explain-stale-diagnosis`` — ``clearance explain`` shows the tracker's first diagnosis of each
+  blocking object (from its stuck alert) instead of diagnosing the fresh reads.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import os
 from typing import Final, Literal
 
 ENV: Final = "CLEARANCE_TEST_FAULT"
-Fault = Literal["unfenced", "cleared-early"]
+Fault = Literal["unfenced", "cleared-early", "explain-stale-diagnosis"]
 
 
 def active(fault: Fault) -> bool:
