@@ -10,7 +10,12 @@ import shlex
 from datetime import UTC, datetime, timedelta
 
 from clearance import events
-from clearance.appwrapper_status import AppWrapperStatus, parse_bookkeeping, parse_status
+from clearance.appwrapper_status import (
+    AppWrapperStatus,
+    parse_appwrapper,
+    parse_bookkeeping,
+    parse_status,
+)
 from clearance.blockers import NodeUnreadable, PresentObject, diagnose, unblock_commands
 from clearance.explanation import Facts, explain, next_escalation
 from clearance.explanation_text import render
@@ -101,6 +106,20 @@ def test_status_of_the_old_layout_derives_the_open_teardown() -> None:
         {"phase": "TearingDown", "attempt": 2, "teardownStartedAt": "2026-12-03T06:00:00Z"}
     )
     assert book.legacy and book.tearing_down == 2
+
+
+def test_the_bookkeeping_annotation_wins_over_a_pruned_status() -> None:
+    document = {
+        "clearance": {"version": 2, "phase": "TearingDown", "attempt": 1, "tearingDown": 1},
+        "status": {"state": "Pending", "numberOfRequeueings": 1},
+    }
+    status = parse_appwrapper(
+        {
+            "metadata": {"annotations": {"clearance.dev/bookkeeping": json.dumps(document)}},
+            "status": {"state": "Running", "numberOfRequeueings": 0},
+        }
+    )
+    assert (status.state, status.requeues, status.bookkeeping.tearing_down) == ("Pending", 1, 1)
 
 
 def test_status_fields_of_the_wrong_type_read_as_absent() -> None:

@@ -1,8 +1,12 @@
 """A read-only view of an AppWrapper's status as a person (or ``clearance explain``) reads it.
 
-The dispatcher owns ``status.clearance`` (its bookkeeping; ``clearance_dispatcher.bookkeeping``
-writes it) and libraries never import services, so this module reads the layout documented in
-docs/DESIGN.md §2 on its own: leniently (a field of the wrong type reads as absent) and without
+The dispatcher owns the bookkeeping (``clearance_dispatcher.bookkeeping`` writes it) and
+libraries never import services, so this module reads the layout documented in docs/DESIGN.md §2
+on its own. It is kept in ``status.clearance``, or — under a CRD that prunes unknown status
+fields (MCAD's upstream one) — in the annotation ``clearance.dev/bookkeeping``: one JSON
+document ``{"clearance": {...}, "status": {...}}`` holding the bookkeeping and the MCAD-visible
+status fields the dispatcher last decided, which win over ``/status`` (it may lag behind). The
+layout is read leniently (a field of the wrong type reads as absent) and without
 writing anything back. Fields the explanation does not need (the cycle's traceparent aside) are
 left out. A status written before layout version 2 has no ``tearingDown`` / ``cycleAttempt``;
 they are derived the way DESIGN §2 describes the old layout (an open teardown is one whose
@@ -11,12 +15,14 @@ they are derived the way DESIGN §2 describes the old layout (an open teardown i
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final
 
 TEARDOWN_PHASES: Final = ("TearingDown", "Failed")
+BOOKKEEPING_ANNOTATION: Final = "clearance.dev/bookkeeping"
 
 
 def parse_time(value: object) -> datetime | None:
@@ -152,3 +158,23 @@ def parse_status(status: object) -> AppWrapperStatus:
         conditions=true_conditions,
         bookkeeping=parse_bookkeeping(cl if isinstance(cl, Mapping) else {}),
     )
+
+
+def _mapping(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def parse_appwrapper(raw: Mapping[str, Any]) -> AppWrapperStatus:
+    """Read the status of a whole AppWrapper object: from the bookkeeping annotation when it
+    holds a readable document (its status fields over ``/status``), else from ``status``."""
+    status = dict(_mapping(raw.get("status")))
+    annotations = _mapping(_mapping(raw.get("metadata")).get("annotations"))
+    text = annotations.get(BOOKKEEPING_ANNOTATION)
+    try:
+        document = _mapping(json.loads(text)) if isinstance(text, str) else {}
+    except ValueError:
+        document = {}
+    if document:
+        status.update(_mapping(document.get("status")))
+        status["clearance"] = _mapping(document.get("clearance"))
+    return parse_status(status)

@@ -4,7 +4,8 @@ Everything is read with the user's own access, never the services': the Kubernet
 their kubeconfig (kubernetes-asyncio), NATS through ``CLEARANCE_NATS_*`` (the same settings as
 ``clearance events``; the deploy's read-only ``alerts`` user suffices). Reads, in order:
 
-1. the AppWrapper (GET) — its status and ``status.clearance``;
+1. the AppWrapper (GET) — its status and the dispatcher's bookkeeping (``status.clearance`` or
+   the ``clearance.dev/bookkeeping`` annotation, :mod:`clearance.appwrapper_status`);
 2. its cycle events and alerts: the ``CLEARANCE_CYCLE`` / ``CLEARANCE_ALERTS`` subjects of
    that namespace and name (stream info counts them, an ordered consumer reads them), keeping
    only those of this incarnation (its UID);
@@ -34,7 +35,7 @@ from nats.js import api
 from nats.js.errors import NotFoundError
 
 from clearance import bus, events, labels, subjects
-from clearance.appwrapper_status import parse_status
+from clearance.appwrapper_status import parse_appwrapper
 from clearance.blockers import History, NodeFact, NodeUnreadable, PresentObject
 from clearance.discovery import Discovery, UnknownKind
 from clearance.explanation import Facts
@@ -79,18 +80,8 @@ def _kube_error(exc: KubeError, *, doing: str, host: str) -> ExplainError:
 # ----------------------------------------------------------------------------- Kubernetes
 
 
-class _Meta(msgspec.Struct):
-    uid: str = ""
-
-
-class _AppWrapper(msgspec.Struct):
-    metadata: _Meta = msgspec.field(default_factory=_Meta)
-    spec: dict[str, Any] = msgspec.field(default_factory=dict)
-    status: Any = None
-
-
-def _max_requeuings(spec: dict[str, Any]) -> int:
-    scheduling = spec.get("schedulingSpec")
+def _max_requeuings(spec: object) -> int:
+    scheduling = spec.get("schedulingSpec") if isinstance(spec, dict) else None
     requeuing = scheduling.get("requeuing") if isinstance(scheduling, dict) else None
     value = requeuing.get("maxNumRequeuings") if isinstance(requeuing, dict) else None
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
@@ -272,11 +263,12 @@ async def gather(request: ExplainRequest, *, now: datetime | None = None) -> Fac
                     f"AppWrapper {ns}/{name} not found ({appwrappers.api_version})"
                 ) from None
             raise _kube_error(exc, doing=f"get {what}", host=kube.host) from None
-        aw = msgspec.json.decode(raw, type=_AppWrapper)
-        status = parse_status(aw.status)
+        aw = msgspec.json.decode(raw, type=dict[str, Any])
+        uid = str((aw.get("metadata") or {}).get("uid") or "")
+        status = parse_appwrapper(aw)
         nc = await _connect_nats(request)
         try:
-            history = await _history(nc, request, aw.metadata.uid)
+            history = await _history(nc, request, uid)
         finally:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(nc.close(), request.timeout)
@@ -299,9 +291,9 @@ async def gather(request: ExplainRequest, *, now: datetime | None = None) -> Fac
     return Facts(
         namespace=ns,
         name=name,
-        uid=aw.metadata.uid,
+        uid=uid,
         status=status,
-        max_requeuings=_max_requeuings(aw.spec),
+        max_requeuings=_max_requeuings(aw.get("spec")),
         history=history,
         objects=tuple(objects),
         nodes=nodes,

@@ -74,7 +74,7 @@ class Entry:
     @property
     def observed(self) -> Observed:
         """The parsed status, cached per resourceVersion (scans read it for every AW)."""
-        rv = self.rv
+        rv = f"{self.rv}/{getattr(self.storage, 'switches', 0)}"  # a storage switch re-reads
         if self._observed is None or self._observed[0] != rv:
             self._observed = (rv, observe(self.raw, self.storage))
         return self._observed[1]

@@ -1,0 +1,33 @@
+"""The bus's errors, and the ``Retry`` signal a handler raises to ask for redelivery."""
+
+from __future__ import annotations
+
+
+class BusError(RuntimeError):
+    """A NATS/JetStream operation failed in a way the caller must handle."""
+
+
+class PublishError(BusError):
+    """Publishing failed after every retry; ``__cause__`` is the last error."""
+
+    def __init__(self, subject: str, msg_id: str, attempts: int, last: BaseException) -> None:
+        self.subject = subject
+        self.msg_id = msg_id
+        self.attempts = attempts
+        super().__init__(
+            f"publish to {subject!r} (msg id {msg_id!r}) failed after {attempts} attempts: "
+            f"{type(last).__name__}: {last}"
+        )
+
+
+class ConsumerDriftError(BusError):
+    """A durable consumer exists with a configuration the server refuses to update."""
+
+
+class Retry(Exception):
+    """Raised by a handler to ask for redelivery after ``delay`` seconds (``nak(delay)``)."""
+
+    def __init__(self, delay: float, reason: str = "") -> None:
+        self.delay = delay
+        self.reason = reason
+        super().__init__(f"retry in {delay}s" + (f": {reason}" if reason else ""))

@@ -1,0 +1,162 @@
+"""Publishing one event: Msg-Id dedup, trace context, a PRODUCER span, retries, re-provisioning.
+
+Every retry reuses the same ``Nats-Msg-Id``, so a retry after a lost ack cannot
+duplicate; a server that answers that no stream takes the subject gets the stream
+re-created.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Mapping, Sequence
+
+import msgspec
+import nats.errors
+import nats.js.errors
+from nats.js import JetStreamContext, api
+from opentelemetry import trace
+from opentelemetry.context import Context
+from opentelemetry.trace import SpanKind, Status, StatusCode, Tracer
+
+from clearance.bus.backoff import DEFAULT_PUBLISH_RETRY, RetryPolicy
+from clearance.bus.errors import PublishError
+from clearance.bus.headers import MSG_ID
+from clearance.bus.metrics import BusMetrics
+from clearance.bus.provisioning import ensure_stream
+from clearance.bus.topology import StreamSpec, default_streams
+from clearance.telemetry import inject_headers
+
+log = logging.getLogger(__name__)
+
+_JSON = msgspec.json.Encoder()
+
+
+def _event_type(payload: bytes | msgspec.Struct) -> str:
+    if isinstance(payload, bytes):
+        return "raw"
+    tag = type(payload).__struct_config__.tag
+    return str(tag) if tag is not None else type(payload).__name__
+
+
+async def publish(
+    js: JetStreamContext,
+    subject: str,
+    payload: bytes | msgspec.Struct,
+    *,
+    msg_id: str,
+    headers: Mapping[str, str] | None = None,
+    tracer: Tracer | None = None,
+    parent: Context | None = None,
+    metrics: BusMetrics | None = None,
+    streams: Sequence[StreamSpec] | None = None,
+    retry: RetryPolicy = DEFAULT_PUBLISH_RETRY,
+    timeout: float | None = None,
+    event_type: str | None = None,
+    span_name: str | None = None,
+) -> api.PubAck:
+    """Publish one event to JetStream and return its PubAck.
+
+    ``msg_id`` becomes ``Nats-Msg-Id`` so the server drops duplicates within the
+    stream's duplicate window; every retry reuses it. ``parent`` re-parents the
+    PRODUCER span (e.g. on a cycle root restored from KV); by default it is a child
+    of the current span. ``streams`` are the specs to re-create when the server
+    answers that no stream takes ``subject`` (default: :func:`default_streams`).
+    """
+    data = payload if isinstance(payload, bytes) else _JSON.encode(payload)
+    kind = event_type or _event_type(payload)
+    tracer = tracer or trace.get_tracer(__name__)
+    started = time.monotonic()
+    with tracer.start_as_current_span(
+        span_name or f"send {subject}",
+        context=parent,
+        kind=SpanKind.PRODUCER,
+        attributes={
+            "messaging.system": "nats",
+            "messaging.operation.type": "send",
+            "messaging.operation.name": "publish",
+            "messaging.destination.name": subject,
+            "messaging.message.id": msg_id,
+            "messaging.message.body.size": len(data),
+            "clearance.event.type": kind,
+        },
+    ) as span:
+        hdrs = inject_headers(None, dict(headers or {}))
+        hdrs[MSG_ID] = msg_id
+        last: BaseException | None = None
+        for attempt in range(1, retry.attempts + 1):
+            try:
+                ack = await js.publish(subject, data, timeout=timeout, headers=dict(hdrs))
+            except nats.js.errors.NoStreamResponseError as exc:
+                # No stream answered: the server lost its state, or JetStream is not
+                # up yet after a restart. Re-create what we know covers this subject.
+                last = exc
+                reason = "no_stream"
+                await _reprovision_for(js, subject, streams, metrics)
+            except (TimeoutError, nats.js.errors.ServiceUnavailableError) as exc:
+                last = exc
+                reason = "timeout" if isinstance(exc, TimeoutError) else "unavailable"
+            except (
+                nats.errors.ConnectionReconnectingError,
+                nats.errors.OutboundBufferLimitError,
+            ) as exc:
+                last = exc
+                reason = "reconnecting"
+            else:
+                span.set_attribute("messaging.nats.stream", ack.stream)
+                span.set_attribute("messaging.nats.sequence", ack.seq)
+                span.set_attribute("messaging.nats.duplicate", bool(ack.duplicate))
+                if attempt > 1:
+                    span.set_attribute("messaging.nats.publish_attempts", attempt)
+                if metrics is not None:
+                    metrics.published.labels(ack.stream, kind).inc()
+                    if ack.duplicate:
+                        metrics.duplicates.labels(ack.stream).inc()
+                    metrics.publish_latency.labels(ack.stream).observe(time.monotonic() - started)
+                return ack
+            if attempt < retry.attempts:
+                if metrics is not None:
+                    metrics.publish_retries.labels(reason).inc()
+                pause = retry.delay(attempt)
+                log.info(
+                    "publish attempt failed, retrying with the same msg id",
+                    extra={
+                        "subject": subject,
+                        "msg_id": msg_id,
+                        "attempt": attempt,
+                        "reason": reason,
+                        "retry_in": round(pause, 3),
+                    },
+                )
+                await asyncio.sleep(pause)
+        assert last is not None
+        if metrics is not None:
+            metrics.publish_failures.labels(reason).inc()
+        span.set_status(Status(StatusCode.ERROR, f"{type(last).__name__}: {last}"))
+        raise PublishError(subject, msg_id, retry.attempts, last) from last
+
+
+async def _reprovision_for(
+    js: JetStreamContext,
+    subject: str,
+    streams: Sequence[StreamSpec] | None,
+    metrics: BusMetrics | None,
+) -> None:
+    for spec in default_streams() if streams is None else streams:
+        if not spec.covers(subject):
+            continue
+        try:
+            await ensure_stream(js, spec)
+        except (TimeoutError, nats.errors.Error) as exc:
+            log.info(
+                "stream re-provisioning failed (will retry)",
+                extra={"stream": spec.name, "error": f"{type(exc).__name__}: {exc}"},
+            )
+        else:
+            log.warning(
+                "stream ensured after a no-stream answer to a publish",
+                extra={"stream": spec.name, "subject": subject},
+            )
+            if metrics is not None:
+                metrics.reprovisions.labels(spec.name).inc()

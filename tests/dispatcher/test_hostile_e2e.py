@@ -1,0 +1,67 @@
+"""Issue 13: hostile but API-accepted AppWrappers end Failed with a reason at once, never stalled;
+a good AppWrapper beside them still runs. Real watcher, tracker and dispatcher over kubesim."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from tests.dispatcher.conftest import condition, job_appwrapper, state_is
+
+INT64_MAX = 2**63 - 1
+FAILED_WITHIN = 5.0
+"""Seconds from create to the Failed condition (DESIGN §5 "bad input ... within seconds")."""
+
+
+async def _failed_with(env: Any, name: str, reason: str, created: float) -> dict[str, Any]:
+    aw = await env.wait_aw(name, state_is("Failed"), timeout=FAILED_WITHIN + 5, what="Failed")
+    took = time.monotonic() - created
+    assert took <= FAILED_WITHIN, f"{name} Failed after {took:.1f}s"
+    cond = condition(aw, "Failed") or {}
+    assert cond.get("reason") == reason, (name, cond)
+    return cond
+
+
+async def _warning(env: Any, name: str, reason: str) -> dict[str, Any]:
+    for _ in range(50):  # the Event follows the status write
+        for event in await env.warning_events(name):
+            if event["reason"] == reason:
+                return dict(event)
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"no Warning {reason} for {name}")
+
+
+async def test_int64_max_durations_and_counts_fail_at_once_naming_field_and_range(
+    make_env: Any,
+) -> None:
+    env = await make_env()
+    await env.start_dispatcher()
+    fields = {
+        "time": ("requeuing", "timeInSeconds", "0s..30d"),
+        "stuck": ("requeuing", "stuckAlertTimeInSeconds", "0s..30d"),
+        "force": ("requeuing", "forceDeletionTimeInSeconds", "-30d..30d"),
+        "pause": ("requeuing", "pauseTimeInSeconds", "0s..30d"),
+        "limit": ("dispatchDuration", "limit", "1s..30d"),
+    }
+    created: dict[str, float] = {}
+    for short, (section, key, _) in fields.items():
+        body = job_appwrapper(f"max-{short}", env.namespace)
+        body["spec"]["schedulingSpec"].setdefault(section, {})[key] = INT64_MAX
+        await env.create_aw(body)
+        created[short] = time.monotonic()
+    body = job_appwrapper("max-min", env.namespace, min_available=INT64_MAX)
+    await env.create_aw(body)
+    created["min"] = time.monotonic()
+    await env.create_aw(job_appwrapper("good", env.namespace))
+    for short, (section, key, shown) in fields.items():
+        cond = await _failed_with(env, f"max-{short}", "OutOfRange", created[short])
+        path = f"spec.schedulingSpec.{section}.{key}"
+        assert path in cond["message"] and f"outside {shown}" in cond["message"], cond
+        event = await _warning(env, f"max-{short}", "OutOfRange")
+        assert path in event["message"] and shown in event["message"], event
+        assert not env.cycle_events("cycle.dispatched", f"max-{short}")
+    cond = await _failed_with(env, "max-min", "OutOfRange", created["min"])
+    assert "spec.schedulingSpec.minAvailable" in cond["message"], cond
+    await env.wait_aw("good", state_is("Completed"), what="good completes")
+    assert all(p.running for p in env.processes), env.logs()
