@@ -5,10 +5,13 @@ a broken build. The breakages are named here and switched on by ``CLEARANCE_TEST
 comma-separated list of names); the variable is unset in every deployment, so each switch is off
 by default and costs one set lookup where it sits.
 
-* ``unfenced`` — leaders do not fence their API writes (``Kube.fence`` stays unset).
+* ``unfenced`` — leaders do not fence their API writes (``Kube.fence`` stays unset), and a leader
+  woken past its term keeps acting for half a lease before it notices (a naive elector).
 * ``cleared-early`` — the tracker clears a teardown with one object still open.
 * ``drop-undecodable`` — the watcher skips an object that does not decode whole into its
   snapshot (publishes nothing for it), as it did before partial snapshots (issue 19).
+* ``explain-stale-diagnosis`` — ``clearance explain`` shows the tracker's first diagnosis of each
+  blocking object (from its stuck alert) instead of diagnosing the fresh reads.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import os
 from typing import Final, Literal
 
 ENV: Final = "CLEARANCE_TEST_FAULT"
-Fault = Literal["unfenced", "cleared-early", "drop-undecodable"]
+Fault = Literal["unfenced", "cleared-early", "drop-undecodable", "explain-stale-diagnosis"]
 
 
 def active(fault: Fault) -> bool:

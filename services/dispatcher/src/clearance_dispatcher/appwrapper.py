@@ -19,6 +19,7 @@ from typing import Any, Final, Literal
 from clearance import bounds
 from clearance.bounds import Range
 from clearance_dispatcher.capacity import QuantityError, Resources, add, resources_from_mapping
+from clearance_dispatcher.policy_annotations import policy_fields
 
 GrowthType = Literal["exponential", "linear", "none"]
 FinalizerRemoval = Literal["Never", "AfterForceDeletion"]
@@ -54,6 +55,11 @@ SPEC_BOUNDS: Final[Mapping[str, Range]] = {
 table the parser checks them against. A value outside is refused with :data:`OUT_OF_RANGE`
 and a message naming the field and the range, so no later arithmetic sees it. ``replicas``
 covers every replica count (Job ``parallelism``, ``replicas``, ``custompodresources``)."""
+_ANNOTATION_BOUNDS: Final = {
+    f: SPEC_BOUNDS[f"{_REQUEUING}.{f}"]
+    for f in ("pauseTimeInSeconds", "forceDeletionTimeInSeconds", "stuckAlertTimeInSeconds")
+}
+"""Policy annotations are bounded like the spec fields they stand in for."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -368,7 +374,14 @@ def parse_appwrapper(raw: Mapping[str, Any]) -> AppWrapperSpec | InvalidAppWrapp
         )
     else:
         min_available = c.int_field(scheduling, "minAvailable", "spec.schedulingSpec") or 0
-    requeuing = _parse_requeuing(_mapping(scheduling.get("requeuing")), c)
+    requeuing_raw = dict(_mapping(scheduling.get("requeuing")))
+    # Teardown policy by annotation where the spec has none (e.g. an upstream CRD pruned it).
+    from_annotations, annotation_problems = policy_fields(
+        _mapping(meta.get("annotations")), requeuing_raw, ranges=_ANNOTATION_BOUNDS
+    )
+    for out_of_range, message in annotation_problems:
+        c.add(OUT_OF_RANGE if out_of_range else INVALID_FIELD, message)
+    requeuing = _parse_requeuing({**requeuing_raw, **from_annotations}, c)
     limit = c.int_field(
         _mapping(scheduling.get("dispatchDuration")),
         "limit",

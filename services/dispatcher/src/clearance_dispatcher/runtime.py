@@ -27,11 +27,11 @@ from clearance.discovery import Discovery
 from clearance.events import AppWrapperRef, Event, encode
 from clearance.kube import Kube, Resource
 from clearance.recording import record_event
-from clearance_dispatcher.bookkeeping import STATUS_STORAGE, Storage
 from clearance_dispatcher.metrics import DispatcherMetrics
 from clearance_dispatcher.settings import DispatcherSettings
 from clearance_dispatcher.state import ClusterState, Entry, Key
 from clearance_dispatcher.status import AppWrapperGone, StatusConflict, Transition, update_status
+from clearance_dispatcher.storage import Bookkeeping, StorageKind
 from clearance_dispatcher.workqueue import WorkQueue
 
 log = logging.getLogger(__name__)
@@ -56,7 +56,7 @@ class Runtime:
         metrics: DispatcherMetrics,
         bus_metrics: BusMetrics | None = None,
         clock: Callable[[], datetime] | None = None,
-        storage: Storage = STATUS_STORAGE,
+        storage: Bookkeeping | None = None,
     ) -> None:
         self.settings = settings
         self.kube = kube
@@ -65,11 +65,13 @@ class Runtime:
         self.metrics = metrics
         self.bus_metrics = bus_metrics
         self.clock = clock or (lambda: datetime.now(UTC))
-        self.storage = storage
+        initial: StorageKind = "annotations" if settings.bookkeeping == "annotations" else "status"
+        self.storage = storage or Bookkeeping(initial)
+        """Where the bookkeeping is kept (auto mode: switched by the CRD watch)."""
         group, version = settings.appwrapper_group, settings.appwrapper_version
         self.aw_resource = Resource(group, version, "appwrappers", "AppWrapper")
         self.aw_api_version = f"{group}/{version}"
-        self.state = ClusterState(storage=storage)
+        self.state = ClusterState(storage=self.storage)
         self.queue: WorkQueue[Key] = WorkQueue()
         self.discovery = Discovery(kube, ttl=settings.discovery_ttl)
         self.synced = asyncio.Event()
@@ -139,6 +141,7 @@ class Runtime:
             parent=parent,
             metrics=self.bus_metrics,
             event_type=event.event_type,
+            fence=self.kube.fence,
         )
 
     async def warn(

@@ -68,6 +68,17 @@ class DispatcherSettings(CommonSettings):
             "stripped when an AppWrapper or the operator opts in."
         ),
     )
+    bookkeeping: Literal["auto", "status", "annotations"] = field(
+        default="auto",
+        metadata=doc(
+            "Where the per-AppWrapper bookkeeping is kept. status: status.clearance (needs the "
+            "CRD of deploy/crd, which preserves it); annotations: the annotation "
+            "clearance.dev/bookkeeping, written in one guarded patch (works under any CRD, e.g. "
+            "MCAD v1's upstream one, which prunes status.clearance); auto: status when the "
+            "served CRD keeps status.clearance, else annotations (read at start-up and on "
+            "every change of the CRD)."
+        ),
+    )
     intake: Literal["nats", "kube"] = field(
         default="nats",
         metadata=doc(

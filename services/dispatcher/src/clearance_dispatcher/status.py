@@ -81,8 +81,7 @@ class Observed:
 
 
 def observe(raw: Mapping[str, Any], storage: Storage = STATUS_STORAGE) -> Observed:
-    status = raw.get("status")
-    status = status if isinstance(status, Mapping) else {}
+    status = storage.status(raw)
     message = status.get("message")
     return Observed(
         clearance=storage.read(raw),
@@ -92,7 +91,7 @@ def observe(raw: Mapping[str, Any], storage: Storage = STATUS_STORAGE) -> Observ
         first_seen=bool(status.get("controllerfirsttimestamp")),
         message=message if isinstance(message, str) and message else None,
         counts={name: _int(status.get(name)) for name in COUNT_FIELDS},
-        conditions=tuple(conditions_of(raw)),
+        conditions=tuple(conditions_of({"status": status})),
     )
 
 
@@ -215,16 +214,17 @@ async def update_status(
     for tried in range(1, tries + 1):
         observed = observe(current, storage)
         patch = transition(observed)
-        if patch is None:
-            return None
-        writes = storage.writes(*render(observed, patch))
+        # Nothing to do still repairs a status left behind its committed bookkeeping.
+        fields, clearance = render(observed, patch) if patch is not None else ({}, None)
+        writes = storage.writes(fields, clearance, raw=current)
         if not writes:
             return None
         rv = (current.get("metadata") or {}).get("resourceVersion")
         try:
             updated = current
             for write in writes:
-                body = {**write.body, "metadata": {"resourceVersion": rv}}
+                meta = {**write.body.get("metadata", {}), "resourceVersion": rv}
+                body = {**write.body, "metadata": meta}
                 data = await kube.patch(
                     resource, str(name), body, namespace=namespace, subresource=write.subresource
                 )

@@ -33,7 +33,7 @@ from __future__ import annotations
 from clearance.bus.backoff import DEFAULT_HANDLER_BACKOFF, DEFAULT_PUBLISH_RETRY, RetryPolicy
 from clearance.bus.connection import connect, shutdown
 from clearance.bus.consuming import Consumer, Decoder, Delivery, Handler, consume
-from clearance.bus.errors import BusError, ConsumerDriftError, PublishError, Retry
+from clearance.bus.errors import BusError, ConsumerDriftError, FencedPublish, PublishError, Retry
 from clearance.bus.headers import (
     DLQ_CONSUMER_HEADER,
     DLQ_ERROR_HEADER,
@@ -74,6 +74,7 @@ __all__ = [
     "ConsumerSpec",
     "Decoder",
     "Delivery",
+    "FencedPublish",
     "Handler",
     "KvSpec",
     "PublishError",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from clearance.fencing import Fenced
+
 
 class BusError(RuntimeError):
     """A NATS/JetStream operation failed in a way the caller must handle."""
@@ -18,6 +20,10 @@ class PublishError(BusError):
             f"publish to {subject!r} (msg id {msg_id!r}) failed after {attempts} attempts: "
             f"{type(last).__name__}: {last}"
         )
+
+
+class FencedPublish(BusError, Fenced):
+    """A publish refused because the publisher's term has ended (:mod:`clearance.fencing`)."""
 
 
 class ConsumerDriftError(BusError):

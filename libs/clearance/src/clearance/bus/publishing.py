@@ -21,11 +21,12 @@ from opentelemetry.context import Context
 from opentelemetry.trace import SpanKind, Status, StatusCode, Tracer
 
 from clearance.bus.backoff import DEFAULT_PUBLISH_RETRY, RetryPolicy
-from clearance.bus.errors import PublishError
+from clearance.bus.errors import FencedPublish, PublishError
 from clearance.bus.headers import MSG_ID
 from clearance.bus.metrics import BusMetrics
 from clearance.bus.provisioning import ensure_stream
 from clearance.bus.topology import StreamSpec, default_streams
+from clearance.fencing import Fenced, Term
 from clearance.telemetry import inject_headers
 
 log = logging.getLogger(__name__)
@@ -55,6 +56,7 @@ async def publish(
     timeout: float | None = None,
     event_type: str | None = None,
     span_name: str | None = None,
+    fence: Term | None = None,
 ) -> api.PubAck:
     """Publish one event to JetStream and return its PubAck.
 
@@ -63,6 +65,10 @@ async def publish(
     PRODUCER span (e.g. on a cycle root restored from KV); by default it is a child
     of the current span. ``streams`` are the specs to re-create when the server
     answers that no stream takes ``subject`` (default: :func:`default_streams`).
+    ``fence`` is the publisher's term when the event causes effects elsewhere (a leader's
+    ``teardown.started``, the tracker's ``cleared``): every attempt, retries included, is
+    checked against it right before it goes out, and :class:`FencedPublish` is raised once
+    the term has ended — a replica woken from a freeze cannot make another act on stale state.
     """
     data = payload if isinstance(payload, bytes) else _JSON.encode(payload)
     kind = event_type or _event_type(payload)
@@ -86,6 +92,12 @@ async def publish(
         hdrs[MSG_ID] = msg_id
         last: BaseException | None = None
         for attempt in range(1, retry.attempts + 1):
+            if fence is not None:
+                try:
+                    fence.check(f"publish {subject}")
+                except Fenced as exc:
+                    span.set_status(Status(StatusCode.ERROR, str(exc)))
+                    raise FencedPublish(str(exc)) from None
             try:
                 ack = await js.publish(subject, data, timeout=timeout, headers=dict(hdrs))
             except nats.js.errors.NoStreamResponseError as exc:
