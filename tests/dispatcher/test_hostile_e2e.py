@@ -65,3 +65,39 @@ async def test_int64_max_durations_and_counts_fail_at_once_naming_field_and_rang
     assert "spec.schedulingSpec.minAvailable" in cond["message"], cond
     await env.wait_aw("good", state_is("Completed"), what="good completes")
     assert all(p.running for p in env.processes), env.logs()
+
+
+def _long_name(tag: str) -> str:
+    """A legal AppWrapper name of the maximum length, 253 characters."""
+    return f"{tag}-{'n' * (253 - len(tag) - 1)}"
+
+
+async def test_a_253_character_appwrapper_is_counted_requeued_cleared_and_completes(
+    make_env: Any,
+) -> None:
+    env = await make_env()
+    await env.start_dispatcher()
+    runs, loops = _long_name("runs"), _long_name("loops")
+    body = job_appwrapper(runs, env.namespace)
+    body["spec"]["resources"]["GenericItems"][0]["generictemplate"]["metadata"]["name"] = "runs"
+    await env.create_aw(body)
+    body = job_appwrapper(
+        loops,
+        env.namespace,
+        unschedulable=True,
+        completion=False,
+        requeuing={"timeInSeconds": 1, "maxNumRequeuings": 1, "growthType": "none"},
+    )
+    body["spec"]["resources"]["GenericItems"][0]["generictemplate"]["metadata"]["name"] = "loops"
+    await env.create_aw(body)
+    running = await env.wait_aw(
+        runs, lambda aw: (condition(aw, "Running") or {}).get("status") == "True", what="Running"
+    )
+    assert "running=2" in (condition(running, "Running") or {}).get("message", ""), running
+    await env.wait_aw(runs, state_is("Completed"), what="Completed")
+    failed = await env.wait_aw(loops, state_is("Failed"), timeout=30, what="Failed")
+    assert (condition(failed, "Failed") or {}).get("reason") == "MaxNumRequeuingsReached"
+    assert failed["status"]["numberOfRequeueings"] == 1
+    await env.wait_event("cycle.cleared", loops)
+    assert await env.warning_events(loops), "no Warning Event recorded on the long-named AW"
+    await env.assert_safety()
