@@ -10,6 +10,8 @@ by default and costs one set lookup where it sits.
 * ``cleared-early`` — the tracker clears a teardown with one object still open.
 * ``drop-undecodable`` — the watcher skips an object that does not decode whole into its
   snapshot (publishes nothing for it), as it did before partial snapshots (issue 19).
+* ``explain-stale-diagnosis`` — ``clearance explain`` shows the tracker's first diagnosis of each
+  blocking object (from its stuck alert) instead of diagnosing the fresh reads.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import os
 from typing import Final, Literal
 
 ENV: Final = "CLEARANCE_TEST_FAULT"
-Fault = Literal["unfenced", "cleared-early", "drop-undecodable"]
+Fault = Literal["unfenced", "cleared-early", "drop-undecodable", "explain-stale-diagnosis"]
 
 
 def active(fault: Fault) -> bool:
