@@ -10,6 +10,8 @@ by default and costs one set lookup where it sits.
 * ``cleared-early`` — the tracker clears a teardown with one object still open.
 * ``drop-undecodable`` — the watcher skips an object that does not decode whole into its
   snapshot (publishes nothing for it), as it did before partial snapshots (issue 19).
+* ``explain-stale-diagnosis`` — ``clearance explain`` shows the tracker's first diagnosis of each
+  blocking object (from its stuck alert) instead of diagnosing the fresh reads.
 * ``r1-streams`` — the bus provisions every stream with one replica and corrects "drift" down
   to it, whatever was declared (the defect of issue 12: streams silently R1 on a cluster).
 """
@@ -20,7 +22,9 @@ import os
 from typing import Final, Literal
 
 ENV: Final = "CLEARANCE_TEST_FAULT"
-Fault = Literal["unfenced", "cleared-early", "drop-undecodable", "r1-streams"]
+Fault = Literal[
+    "unfenced", "cleared-early", "drop-undecodable", "explain-stale-diagnosis", "r1-streams"
+]
 
 
 def active(fault: Fault) -> bool:
