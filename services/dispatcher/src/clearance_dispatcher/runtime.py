@@ -155,6 +155,7 @@ class Runtime:
             parent=parent,
             metrics=self.bus_metrics,
             event_type=event.event_type,
+            fence=self.kube.fence,
         )
 
     async def warn(

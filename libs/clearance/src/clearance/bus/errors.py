@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from clearance.fencing import Fenced
+
 
 class BusError(RuntimeError):
     """A NATS/JetStream operation failed in a way the caller must handle."""
@@ -18,6 +20,19 @@ class PublishError(BusError):
             f"publish to {subject!r} (msg id {msg_id!r}) failed after {attempts} attempts: "
             f"{type(last).__name__}: {last}"
         )
+
+
+class FencedPublish(BusError, Fenced):
+    """A publish refused because the publisher's term has ended (:mod:`clearance.fencing`)."""
+
+
+class StreamUnavailableError(BusError):
+    """The server could not say whether a stream exists (no leader, no meta leader, timeout).
+
+    Distinct from "no such stream" on purpose: a stream that exists but is electing a leader
+    must be waited for, never re-created (re-creating it could only race the election or,
+    with other settings, change its configuration).
+    """
 
 
 class ConsumerDriftError(BusError):
