@@ -12,6 +12,8 @@ by default and costs one set lookup where it sits.
   snapshot (publishes nothing for it), as it did before partial snapshots (issue 19).
 * ``explain-stale-diagnosis`` — ``clearance explain`` shows the tracker's first diagnosis of each
   blocking object (from its stuck alert) instead of diagnosing the fresh reads.
+* ``r1-streams`` — the bus provisions every stream with one replica and corrects "drift" down
+  to it, whatever was declared (the defect of issue 12: streams silently R1 on a cluster).
 """
 
 from __future__ import annotations
@@ -20,7 +22,9 @@ import os
 from typing import Final, Literal
 
 ENV: Final = "CLEARANCE_TEST_FAULT"
-Fault = Literal["unfenced", "cleared-early", "drop-undecodable", "explain-stale-diagnosis"]
+Fault = Literal[
+    "unfenced", "cleared-early", "drop-undecodable", "explain-stale-diagnosis", "r1-streams"
+]
 
 
 def active(fault: Fault) -> bool:
