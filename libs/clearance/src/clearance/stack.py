@@ -161,9 +161,13 @@ class LocalStack:
     def _service(self, name: str, *, replica: int = 0) -> ServiceProcess:
         port = free_port()
         suffix = f"-{replica}" if replica else ""
+        # Each instance is its own "pod": in Kubernetes HOSTNAME is the pod's name, and the
+        # tracker replicas tell themselves apart by it (their replica id). On one host they
+        # would all share the host name and each act as the owner of the other's records.
+        pod = {"HOSTNAME": f"clearance-{name}-{replica}"}
         return ServiceProcess(
             [venv_script(f"clearance-{name}")],
-            env=self.service_environment(name, http_port=port),
+            env={**pod, **self.service_environment(name, http_port=port)},
             log_path=self.workdir / "logs" / f"{name}{suffix}.log",
             http_port=port,
         )
