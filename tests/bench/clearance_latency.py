@@ -8,11 +8,12 @@ the dispatcher requeues it after the wait, deletes the pod, the tracker confirms
 publishes ``cleared``, and the dispatcher creates the next attempt's pod - for ever, until
 enough cycles were measured.
 
-Per cycle (AppWrapper, attempt N), from the benchmark's own observers (``observing``):
+Per cycle (AppWrapper, attempt N), on the servers' clocks (``tests.support.serverclock``):
 
-* **deleted** - the DELETED of the attempt-N pod on the benchmark's pod watch;
+* **removed** - commit time of the DELETED of the last attempt-N pod (kubesim write history);
 * **cleared** - JetStream store time of ``cycle.cleared`` for attempt N;
-* **created** - the ADDED of the attempt-N+1 pod on the same pod watch.
+* **created** - commit time of the ADDED of the first attempt-N+1 pod (write history);
+* the dispatcher's status writes between the two commits (write history, by User-Agent).
 
 Baseline: :class:`PollingConfirmer` does what MCAD v2 and the AppWrapper controller do - after
 issuing the deletions, LIST the AppWrapper's objects, and if anything is left, look again
@@ -28,22 +29,38 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import statistics
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 import msgspec
+from tests.support.serverclock import (
+    API_COMMIT,
+    CLIENT_RECEIPT,
+    JETSTREAM_STORED,
+    Commit,
+    CycleCommits,
+    Intervals,
+    commit_interval,
+    cycle_commits,
+    interval,
+    removed_to_created,
+    removed_to_stored,
+    stored_to_created,
+    writes_between,
+)
 
 from clearance import bus, events, labels
 from clearance.kube import PODS, Kube, KubeConfig, Resource
 from clearance.settings import CommonSettings
 from clearance.stack import LocalStack, StackConfig
 
-from .common import CpuWindow, MiB, distribution, progress, rss_bytes
-from .observing import CycleFollower, PhaseLedger, PodLedger, Seen, cycle_filter
+from .common import CpuWindow, MiB, distribution, percentile, progress, rss_bytes
+from .observing import CycleFollower, Seen, cycle_filter, fetch_history
 from .profiling import ProfiledStack, hot_functions, hot_subtrees
+
+DISPATCHER_AGENT = "clearance-dispatcher/"
 
 APPWRAPPERS = Resource("workload.codeflare.dev", "v1beta1", "appwrappers", "AppWrapper")
 NAMESPACE = "default"
@@ -316,8 +333,6 @@ async def run(
         follower = await CycleFollower(
             nc, cycle_filter(NAMESPACE), on_event=poller.on_event
         ).start()
-        ledger = await PodLedger(kube, NAMESPACE).start()
-        phases = await PhaseLedger(kube, APPWRAPPERS, NAMESPACE).start()
         names = [f"cycle-{i:02d}" for i in range(appwrappers)]
         sampler = Sampler({**pids, **others}).start()
         diagnostics: dict[str, Any] = {}
@@ -354,8 +369,9 @@ async def run(
                 with contextlib.suppress(Exception):
                     await kube.delete(APPWRAPPERS, name, namespace=NAMESPACE)
             await asyncio.sleep(0.5)
+            history = await fetch_history(stack.kubesim_url, namespace=NAMESPACE)
         finally:
-            for step in (poller.stop(), ledger.stop(), phases.stop(), follower.stop()):
+            for step in (poller.stop(), follower.stop()):
                 with contextlib.suppress(Exception):
                     await asyncio.wait_for(step, 10)
             await kube.close()
@@ -364,8 +380,7 @@ async def run(
 
     result: dict[str, Any] = analyse(
         follower=follower,
-        ledger=ledger,
-        phases=phases,
+        history=history,
         poller=poller,
         finished=finished,
         load_seconds=load_seconds,
@@ -394,8 +409,7 @@ async def run(
 def analyse(
     *,
     follower: CycleFollower,
-    ledger: PodLedger,
-    phases: PhaseLedger,
+    history: list[Commit],
     poller: PollingConfirmer,
     finished: bool,
     load_seconds: float,
@@ -403,74 +417,97 @@ def analyse(
     idle: dict[str, Any],
     loaded: dict[str, Any],
 ) -> dict[str, Any]:
+    """Every latency from the servers' clocks (:mod:`support.serverclock`): API commits from
+    kubesim's write history, ``cleared`` / ``teardown.started`` from JetStream store times."""
+    commits = cycle_commits(history)
     cleared = {
-        (s.event.appwrapper.name, s.event.attempt): s
+        (s.event.appwrapper.name, s.event.attempt): s.stored
         for s in follower.of(events.CycleCleared)
         if isinstance(s.event, events.CycleCleared)
     }
     teardown = {
-        (s.event.appwrapper.name, s.event.attempt): s
+        (s.event.appwrapper.name, s.event.attempt): s.stored
         for s in follower.of(events.CycleTeardownStarted)
         if isinstance(s.event, events.CycleTeardownStarted)
     }
-    to_cleared: list[float] = []
-    to_created: list[float] = []
-    cleared_to_created: list[float] = []
-    teardown_to_deleted: list[float] = []
-    early: list[str] = []
-    to_queued: list[float] = []
-    queued_to_dispatching: list[float] = []
-    dispatching_to_created: list[float] = []
-    for key, seen in sorted(cleared.items()):
-        queued = phases.first.get((key[0], "Queued", key[1]))
-        dispatching = phases.first.get((key[0], "Dispatching", key[1] + 1))
-        created_next = ledger.added.get((key[0], key[1] + 1))
-        if queued is not None and dispatching is not None and created_next is not None:
-            to_queued.append((queued - seen.stored) * 1000)
-            queued_to_dispatching.append((dispatching - queued) * 1000)
-            dispatching_to_created.append((created_next - dispatching) * 1000)
-        deleted = ledger.deleted.get(key)
-        created = ledger.added.get((key[0], key[1] + 1))
-        if deleted is None or created is None:
+    # Only cycles whose cleared was seen are measured (the warm-up cycle before the
+    # follower started, and the cycle cut off at the end, are left out).
+    measured = {key: at for key, at in cleared.items() if key in commits.last_removed}
+    to_created = removed_to_created(_only(commits, measured))
+    to_cleared = removed_to_stored(commits, measured)
+    cleared_to_created = stored_to_created(commits, measured)
+    teardown_to_deleted = Intervals()
+    for key, at in teardown.items():
+        removed = commits.last_removed.get(key)
+        if removed is not None and key in measured:
+            teardown_to_deleted.add(interval(at, removed.time), what=f"{key}: removed first")
+    writes: list[float] = []
+    to_first_write = Intervals()
+    last_write_to_created = Intervals()
+    for (aw, attempt), at in sorted(measured.items()):
+        removed = commits.last_removed[(aw, attempt)]
+        created = commits.first_created.get((aw, attempt + 1))
+        if created is None:
             continue
-        to_cleared.append((seen.stored - deleted) * 1000)
-        to_created.append((created - deleted) * 1000)
-        cleared_to_created.append((created - seen.stored) * 1000)
-        if created < deleted:
-            early.append(f"{key[0]} attempt {key[1] + 1} created before attempt {key[1]} gone")
-        if key in teardown:
-            teardown_to_deleted.append((deleted - teardown[key].stored) * 1000)
+        between = [
+            c
+            for c in writes_between(commits, aw, after=removed, before=created)
+            if DISPATCHER_AGENT in c.user_agent
+        ]
+        writes.append(float(len(between)))
+        if between:
+            to_first_write.add(interval(at, between[0].time), what=f"{aw} {attempt}")
+            last_write_to_created.add(commit_interval(between[-1], created), what=f"{aw} {attempt}")
 
     baseline: list[float] = []
     baseline_polls: list[int] = []
+    baseline_order = 0
     for key, (_began, confirmed, polls) in poller.confirmed.items():
-        deleted = ledger.deleted.get(key)
-        if deleted is not None:
-            baseline.append((confirmed - deleted) * 1000)
+        removed = commits.last_removed.get(key)
+        if removed is not None:
+            value = interval(removed.time, confirmed)
+            if value is None:
+                baseline_order += 1
+                continue
+            baseline.append(value)
             baseline_polls.append(polls)
     # Analytical: polls at teardown start + k·P; the deletion lands d after the start, so the
     # first clean poll is at P (d < P) and confirms P - d after the deletion.
-    analytical = [POLL_PERIOD * 1000 - d for d in teardown_to_deleted if d < POLL_PERIOD * 1000]
-    created_p50 = statistics.median(to_created) if to_created else float("nan")
-    baseline_p50 = statistics.median(baseline) if baseline else float("nan")
-    analytical_p50 = statistics.median(analytical) if analytical else float("nan")
+    analytical = [
+        POLL_PERIOD * 1000 - d for d in teardown_to_deleted.values if d < POLL_PERIOD * 1000
+    ]
+    violations = to_created.out_of_order
+    order_errors = {
+        "deleted_to_cleared": len(to_cleared.out_of_order),
+        "cleared_to_redispatch_create": len(cleared_to_created.out_of_order),
+        "teardown_started_to_deleted": len(teardown_to_deleted.out_of_order),
+        "baseline": baseline_order,
+    }
     return {
         "finished": finished,
         "appwrappers_in_parallel": appwrappers,
-        "cycles_measured": len(to_created),
+        "cycles_measured": len(to_created.values),
         "load_seconds": round(load_seconds, 1),
-        "cycles_per_second": round(len(to_created) / load_seconds, 2) if load_seconds else 0,
-        "deleted_to_cleared_ms": distribution(to_cleared),
-        "deleted_to_redispatch_create_ms": distribution(to_created),
-        "cleared_to_redispatch_create_ms": distribution(cleared_to_created),
-        "teardown_started_to_deleted_ms": distribution(teardown_to_deleted),
-        "dispatcher_breakdown_ms": {
-            "cleared_stored_to_status_queued": distribution(to_queued),
-            "status_queued_to_status_dispatching": distribution(queued_to_dispatching),
-            "status_dispatching_to_pod_created": distribution(dispatching_to_created),
+        "cycles_per_second": round(len(to_created.values) / load_seconds, 2) if load_seconds else 0,
+        "clock_sources": {
+            "deleted": API_COMMIT + ": the DELETED of the last attempt-N object",
+            "redispatch_create": API_COMMIT + ": the ADDED of the first attempt-N+1 object",
+            "cleared": JETSTREAM_STORED + " of cycle.cleared for attempt N",
+            "teardown_started": JETSTREAM_STORED + " of cycle.teardown.started",
+            "baseline_confirmed": CLIENT_RECEIPT + " of the poll's empty LIST",
+            "dispatcher_writes": API_COMMIT + " of the dispatcher's AppWrapper writes",
         },
-        "safety_violations": early,
-        "observer_watch_restarts": ledger.restarts,
+        "deleted_to_cleared_ms": distribution(to_cleared.values),
+        "deleted_to_redispatch_create_ms": distribution(to_created.values),
+        "cleared_to_redispatch_create_ms": distribution(cleared_to_created.values),
+        "teardown_started_to_deleted_ms": distribution(teardown_to_deleted.values),
+        "dispatcher_breakdown_ms": {
+            "cleared_stored_to_first_status_write": distribution(to_first_write.values),
+            "last_status_write_to_pod_created": distribution(last_write_to_created.values),
+            "status_writes_per_redispatch": distribution(writes, digits=1),
+        },
+        "safety_violations": violations,
+        "clock_order_errors": order_errors,
         "baseline_poll_5s": {
             "measured_deleted_to_confirmed_ms": distribution(baseline),
             "measured_polls_per_teardown": distribution(
@@ -478,11 +515,36 @@ def analyse(
             ),
             "analytical_deleted_to_confirmed_ms": distribution(analytical),
         },
-        "speedup_at_median_vs_measured_baseline": round(baseline_p50 / created_p50, 1)
-        if to_created and baseline
-        else None,
-        "speedup_at_median_vs_analytical_baseline": round(analytical_p50 / created_p50, 1)
-        if to_created and analytical
-        else None,
+        "speedup": _speedups(
+            baseline=baseline,
+            analytical=analytical,
+            cleared=to_cleared.values,
+            created=to_created.values,
+        ),
         "footprint": {"idle": idle, "loaded": loaded},
     }
+
+
+def _only(commits: CycleCommits, keys: Any) -> CycleCommits:
+    """``commits`` restricted to the cycles in ``keys`` (their removals; creations kept)."""
+    return CycleCommits(
+        last_removed={k: v for k, v in commits.last_removed.items() if k in keys},
+        first_created=commits.first_created,
+        writes_by=commits.writes_by,
+    )
+
+
+def _speedups(
+    *, baseline: list[float], analytical: list[float], cleared: list[float], created: list[float]
+) -> dict[str, float | None]:
+    """Polling ÷ Clearance at the median and at p99, for → cleared and → redispatch."""
+    out: dict[str, float | None] = {}
+    for pct in (50, 99):
+        for base_name, base in (("measured", baseline), ("analytical", analytical)):
+            for mine_name, mine in (("cleared", cleared), ("redispatch", created)):
+                key = f"p{pct}_{base_name}_baseline_vs_{mine_name}"
+                if base and mine and percentile(mine, pct) > 0:
+                    out[key] = round(percentile(base, pct) / percentile(mine, pct), 1)
+                else:
+                    out[key] = None
+    return out

@@ -22,6 +22,7 @@ from typing import Any
 import msgspec
 from nats.aio.client import Client as NatsClient
 from nats.js import api
+from tests.support.serverclock import Commit
 
 from clearance import events, labels, subjects
 from clearance.kube import PODS, Kube, KubeError
@@ -264,3 +265,19 @@ class PhaseLedger:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._task
+
+
+async def fetch_history(
+    kubesim_url: str, *, namespace: str | None = None, kind: str | None = None
+) -> list[Commit]:
+    """kubesim's write history (``/kubesim/v1/history``): every commit, with its time."""
+    import aiohttp
+
+    params = {k: v for k, v in (("namespace", namespace), ("kind", kind)) if v is not None}
+    async with (
+        aiohttp.ClientSession() as http,
+        http.get(f"{kubesim_url}/kubesim/v1/history", params=params) as response,
+    ):
+        response.raise_for_status()
+        body = await response.json()
+    return [Commit.from_json(entry) for entry in body["items"]]

@@ -14,9 +14,9 @@ nothing else writes) and the real ``clearance-tracker`` process; no watcher, no 
    process (core NATS publish with ``Nats-Msg-Id``, flushed) - in production the watcher
    publishes them; here kubesim + a watcher would be the bottleneck of the burst, so the
    load generator replaces them.
-4. Latency: JetStream store time of the last ``cleared`` minus the moment the last API
-   deletion returned. The tracker's final quorum LIST per teardown runs against kubesim,
-   which is therefore part of the measured path.
+4. Latency, on the servers' clocks: JetStream store time of the last ``cleared`` minus the
+   commit time of the last pod removal in kubesim's write history. The tracker's final
+   quorum LIST per teardown runs against kubesim, which is therefore part of the path.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from typing import Any
 
 import msgspec
 from nats.aio.client import Client as NatsClient
+from tests.support.serverclock import API_COMMIT, JETSTREAM_STORED, Intervals, interval
 
 from clearance import bus, events, labels
 from clearance.kube import PODS, Kube, KubeConfig, Resource
@@ -38,7 +39,7 @@ from clearance.settings import CommonSettings
 from clearance.stack import LocalStack, StackConfig
 
 from .common import CpuWindow, MiB, distribution, progress, rss_bytes
-from .observing import CycleFollower, cycle_filter
+from .observing import CycleFollower, cycle_filter, fetch_history
 from .profiling import ProfiledStack, hot_functions, hot_subtrees
 
 NAMESPACES = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
@@ -270,9 +271,17 @@ async def _drive(
     t_injected = time.time()
     ok = await follower.wait_until(lambda: len(follower.seen) >= teardowns, timeout=120)
     cpu_seconds = cpu.cpu_used()
+    # Server clocks only: the commit of the last pod removal (kubesim's write history) and
+    # the JetStream store time of each cleared.
+    history = await fetch_history(stack.kubesim_url, kind="Pod")
+    removals = [c for c in history if c.type == "DELETED"]
+    last_removal = max(removals, key=lambda c: c.rv)
     stored = sorted(s.stored for s in follower.seen)
-    last_cleared = stored[-1] if stored else float("nan")
-    per_teardown = [(t - t_last_deletion) * 1000 for t in stored]
+    timed = Intervals()
+    for at in stored:
+        timed.add(interval(last_removal.time, at), what=f"cleared stored at {at}")
+    per_teardown = timed.values
+    last_cleared_ms = interval(last_removal.time, stored[-1]) if stored else None
     peak_rss = rss_bytes(tracker.pid)
     return {
         "teardowns": teardowns,
@@ -282,7 +291,15 @@ async def _drive(
         "cleared": len(stored),
         "api_deletion_seconds": round(t_last_deletion - t_delete, 3),
         "injection_seconds": round(t_injected - t_last_deletion, 3),
-        "last_deletion_to_last_cleared_s": round(last_cleared - t_last_deletion, 3),
+        "pod_removals_committed": len(removals),
+        "last_deletion_to_last_cleared_s": None
+        if last_cleared_ms is None
+        else round(last_cleared_ms / 1000, 3),
+        "clock_order_errors": len(timed.out_of_order),
+        "clock_sources": {
+            "last_deletion": API_COMMIT + ": the last pod DELETED (highest rv)",
+            "cleared": JETSTREAM_STORED + " of each cycle.cleared",
+        },
         "last_deletion_to_cleared_ms": distribution(per_teardown, digits=0),
         "tracker_cpu_seconds_during_burst": round(cpu_seconds, 2),
         "record_seconds": round(record_seconds, 1),

@@ -135,7 +135,10 @@ def test_tracker_never_writes_appwrappers_never_watches_and_creates_only_events(
         if grant.verb == "create":
             assert grant.resource == "events", grant
         if grant.verb in ("delete", "patch"):
-            assert grant.resource in ("pods", "services", "configmaps", "jobs", "pytorchjobs")
+            assert grant.resource in (
+                *("pods", "services", "configmaps", "jobs", "pytorchjobs"),
+                *("deployments", "statefulsets", "replicasets"),
+            ), grant
 
 
 def test_dispatcher_writes_appwrappers_only_through_status_and_owner_finalizers() -> None:
@@ -144,7 +147,8 @@ def test_dispatcher_writes_appwrappers_only_through_status_and_owner_finalizers(
             continue
         if grant.group in APPWRAPPER_GROUPS:
             allowed = {
-                "appwrappers": {"get", "list"},
+                # patch: the bookkeeping annotation (issue 17), never spec
+                "appwrappers": {"get", "list", "patch"},
                 "appwrappers/status": {"patch"},
                 "appwrappers/finalizers": {"update"},
             }

@@ -106,4 +106,5 @@ async def test_the_check_catches_an_unfenced_leader(make_env: Any) -> None:
     """The same scenario with fencing switched off (test-only) must show stale writes."""
     env = await make_env(pod_run_time=60.0)
     pid, woken_at = await _freeze_the_leader_mid_teardown(env, CLEARANCE_TEST_FAULT="unfenced")
-    assert await _writes_after(env, pid, woken_at) != []
+    stale = await _writes_after(env, pid, woken_at)
+    assert stale != []

@@ -86,3 +86,30 @@ def test_max_num_requeuings_fires_after_exactly_that_many_requeues() -> None:
 def test_dispatch_duration_limit_fails() -> None:
     verdict = _decide(Counts(running=2), at=31, dispatch_limit=30)
     assert isinstance(verdict, Fail) and verdict.reason == "DispatchDeadlineExceeded"
+
+
+def test_exponential_growth_without_a_cap_stops_at_30_days() -> None:
+    rq = aw_mod.Requeuing(time_in_seconds=300, growth_type="exponential")
+    wait = current_wait(None, rq, 300)
+    for _ in range(200):  # 2**200 * 300 s would overflow any timedelta
+        wait = grown_wait(wait, rq, 300)
+    assert wait == 30 * 86400
+
+
+def test_a_huge_wait_read_back_from_status_decides_without_raising() -> None:
+    rq = aw_mod.Requeuing()
+    wait = current_wait(2**63 - 1, rq, 300)
+    verdict = decide(
+        now=T0,
+        dispatched_at=T0,
+        first_dispatched_at=T0,
+        counts=Counts(),
+        min_available=1,
+        requeuing=rq,
+        wait_seconds=2**63 - 1,
+        default_wait=300,
+        number_of_requeueings=0,
+        dispatch_limit_seconds=2**63 - 1,
+    )
+    assert wait == 30 * 86400
+    assert isinstance(verdict, Keep)

@@ -82,3 +82,44 @@ def test_garbage_never_raises() -> None:
         {"metadata": [], "spec": {"schedulingSpec": "x"}},
     ):
         assert isinstance(parse_appwrapper(raw), InvalidAppWrapper)
+
+
+INT64_MAX = 2**63 - 1
+
+
+def _set(raw: dict[str, Any], path: str, value: object) -> None:
+    """Set a dotted ``spec...`` path (``replicas`` is the Job's parallelism)."""
+    if path == "replicas":
+        _template(raw)["spec"]["parallelism"] = value
+        return
+    keys = path.split(".")
+    node = raw
+    for key in keys[:-1]:
+        node = node.setdefault(key, {})
+    node[keys[-1]] = value
+
+
+@pytest.mark.parametrize("path", sorted(aw_mod.SPEC_BOUNDS))
+def test_int64_max_in_any_bounded_field_is_out_of_range_naming_field_and_range(path: str) -> None:
+    raw = _aw()
+    _set(raw, path, INT64_MAX)
+    bad = _invalid(raw)
+    assert bad.reason == aw_mod.OUT_OF_RANGE, bad
+    shown = "spec.resources.GenericItems[0].generictemplate.spec.parallelism"
+    assert (shown if path == "replicas" else path) in bad.message
+    assert f"is outside {aw_mod.SPEC_BOUNDS[path]}" in bad.message
+
+
+def test_a_duration_past_30_days_is_refused_and_30_days_is_accepted() -> None:
+    field = "spec.schedulingSpec.requeuing.timeInSeconds"
+    raw = _aw()
+    _set(raw, field, 30 * 86400 + 1)
+    assert "is outside 0s..30d" in _invalid(raw).message
+    _set(raw, field, 30 * 86400)
+    assert isinstance(parse_appwrapper(raw), AppWrapperSpec)
+
+
+def test_an_integer_beyond_any_float_is_refused_not_raised() -> None:
+    raw = _aw()
+    _set(raw, "spec.schedulingSpec.requeuing.stuckAlertTimeInSeconds", 10**400)
+    assert _invalid(raw).reason == aw_mod.OUT_OF_RANGE

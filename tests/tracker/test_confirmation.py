@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from tracker_builders import at, job, pod, record, tracked
 
-from clearance_tracker.confirmation import Missing, apply_event, apply_get, apply_list, unseen
+from clearance_tracker.confirmation import (
+    Missing,
+    apply_event,
+    apply_get,
+    apply_list,
+    labelled_attempt,
+    unseen,
+)
 
 
 def test_deleted_event_with_the_uid_confirms_the_object() -> None:
@@ -130,3 +137,10 @@ def test_open_objects_list_pods_before_items() -> None:
         tracked("z-pod", "p1"),
     )
     assert [o.kind for o in rec.open_objects] == ["Pod", "Job"]
+
+
+def test_a_pod_of_a_253_character_appwrapper_joins_its_teardown() -> None:
+    name = "l" * 253
+    meta = pod("p", "u1", appwrapper=name).metadata
+    assert labelled_attempt(meta, appwrapper=name) == (True, 1)
+    assert labelled_attempt(meta, appwrapper=name[:-1]) == (False, None)

@@ -117,3 +117,34 @@ def test_a_start_at_the_end_of_time_clamps_every_deadline_to_never() -> None:
     rec = _open(_started(_pod("p-0", "u-0"), policy=policy, occurred_at=end))
     assert set(rec.deadlines.values()) == {NEVER}
     assert decode_record(encode(rec)) == rec
+
+
+def _ref(kind: str, api_version: str, name: str) -> ObjectRef:
+    return ObjectRef(
+        kind=kind, api_version=api_version, namespace="team-a", name=name, uid=f"u-{name}"
+    )
+
+
+def test_a_wrapped_deployment_makes_the_final_list_cover_its_replicasets() -> None:
+    rec = _open(_started(_ref("Deployment", "apps/v1", "web"), _pod("web-abc-x", "u-x")))
+    assert rec.wrapped_kinds == (
+        KindRef(api_version="apps/v1", kind="Deployment"),
+        KindRef(api_version="apps/v1", kind="ReplicaSet"),
+    )
+
+
+def test_statefulsets_and_pytorchjobs_add_no_kind_besides_their_own_and_pods() -> None:
+    rec = _open(
+        _started(
+            _ref("StatefulSet", "apps/v1", "db"),
+            _ref("PyTorchJob", "kubeflow.org/v1", "train"),
+            _ref("Deployment", "apps/v1", "a"),
+            _ref("Deployment", "apps/v1", "b"),
+        )
+    )
+    assert rec.wrapped_kinds == (
+        KindRef(api_version="apps/v1", kind="StatefulSet"),
+        KindRef(api_version="kubeflow.org/v1", kind="PyTorchJob"),
+        KindRef(api_version="apps/v1", kind="Deployment"),
+        KindRef(api_version="apps/v1", kind="ReplicaSet"),
+    )

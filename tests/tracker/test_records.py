@@ -10,7 +10,6 @@ from tracker_builders import at, record, tracked
 from clearance.settings import SettingsError
 from clearance.telemetry import setup_tracing
 from clearance_tracker import spans
-from clearance_tracker.escalation import MAX_SECONDS
 from clearance_tracker.settings import TrackerSettings
 from clearance_tracker.store import bucket_spec
 from clearance_tracker.teardown import Clearing, decode_record, encode, record_key
@@ -63,15 +62,12 @@ def test_the_tracker_declares_its_own_bucket_with_the_stream_replicas() -> None:
     assert (renamed.bucket, renamed.replicas) == ("td-staging", 1)
 
 
-def test_operator_default_durations_beyond_a_century_are_clamped_into_the_record() -> None:
-    s = TrackerSettings.from_env(
-        {
-            "CLEARANCE_STUCK_ALERT_TIME": "99999999999999999999h",
-            "CLEARANCE_FORCE_DELETION_TIME": "0",
-        }
-    )
-    policy = s.default_policy()
-    assert (policy.stuck_alert_seconds, policy.force_deletion_seconds) == (MAX_SECONDS, 0)
+def test_operator_default_durations_beyond_30_days_are_refused_at_start_naming_the_range() -> None:
+    # Was: clamped to a century into the record; issue 13 Build 1 wants absurd settings refused.
+    with pytest.raises(SettingsError, match=r"CLEARANCE_STUCK_ALERT_TIME.*0s\.\.30d"):
+        TrackerSettings.from_env({"CLEARANCE_STUCK_ALERT_TIME": "99999999999999999999h"})
+    policy = TrackerSettings.from_env({"CLEARANCE_STUCK_ALERT_TIME": "30d"}).default_policy()
+    assert policy.stuck_alert_seconds == 30 * 86400
     msgspec.json.encode(policy)  # fits the record's 64-bit integers
 
 

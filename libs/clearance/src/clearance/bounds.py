@@ -22,6 +22,9 @@ from clearance.durations import format_duration
 MAX_DURATION: Final = 30 * 86400.0
 """Seconds: the longest duration Clearance accepts anywhere (30 days)."""
 
+_SHOWN_AS_DURATION: Final = 10**15
+"""Beyond this many seconds a value is shown as a plain number, not as days."""
+
 MAX_COUNT: Final = 1_000_000
 """The largest count accepted where no tighter bound applies (requeue limits, replicas)."""
 
@@ -36,12 +39,28 @@ class Range:
     """Render the bounds as durations (``30d``) rather than plain numbers."""
 
     def problem(self, value: float) -> str | None:
-        """``None`` when ``value`` lies in the range, else a message saying the range."""
-        if isinstance(value, bool) or not math.isfinite(value):
+        """``None`` when ``value`` lies in the range, else a message saying the range.
+
+        Never raises: an ``int`` beyond any float (JSON allows ``1e400`` written out) is
+        compared exactly and shown as a number.
+        """
+        if isinstance(value, bool):
+            return f"expected a number in {self}, got {value!r}"
+        if isinstance(value, int):
+            if self.low <= value <= self.high:
+                return None
+            if abs(value) > _SHOWN_AS_DURATION:
+                return f"{value} is outside {self}"
+            return f"{_show(value, self.duration)} is outside {self}"
+        if not math.isfinite(value):
             return f"expected a finite number in {self}, got {value!r}"
         if self.low <= value <= self.high:
             return None
         return f"{_show(value, self.duration)} is outside {self}"
+
+    def clamp(self, value: float) -> float:
+        """``value`` moved into the range (for values Clearance computes, never user input)."""
+        return max(self.low, min(value, self.high))
 
     def __str__(self) -> str:
         return f"{_show(self.low, self.duration)}..{_show(self.high, self.duration)}"

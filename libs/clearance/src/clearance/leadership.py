@@ -26,6 +26,7 @@ from typing import Any
 
 import msgspec
 
+from clearance import testfaults
 from clearance.fencing import Term
 from clearance.kube import LEASES, Kube, KubeError
 
@@ -113,6 +114,10 @@ class LeaderElector:
         now = self.clock()
         sent_at = self.monotonic()
         if self.is_leader.is_set() and not self.term.valid():
+            if testfaults.active("unfenced"):
+                # The broken build acts like a naive leader that finishes what it was doing
+                # before its next renewal tick notices the loss (the window fencing closes).
+                await asyncio.sleep(self.lease_duration / 2)
             # Woken after a freeze longer than the lease: whatever happens next, the old term
             # is over (a standby may have acted); a renewal below starts a new one.
             self._demote("the term expired before it could be renewed (process paused?)")

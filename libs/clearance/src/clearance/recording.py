@@ -24,7 +24,8 @@ _MAX_MESSAGE: Final = 1024
 def event_name(*, involved_name: str, involved_uid: str, reason: str, key: str) -> str:
     """A stable, DNS-safe name: the same fact always maps to the same Event object."""
     digest = hashlib.sha256(f"{involved_uid}:{reason}:{key}".encode()).hexdigest()[:16]
-    return f"{involved_name[:200]}.{digest}"
+    head = involved_name[:200].rstrip("-.")  # a DNS label ends alphanumeric
+    return f"{head}.{digest}" if head else digest
 
 
 async def record_event(

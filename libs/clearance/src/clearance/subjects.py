@@ -47,6 +47,7 @@ CLUSTER_SCOPE_TOKEN: Final = "_"
 _ESCAPE: Final = "~"
 _EMPTY_TOKEN: Final = "~"
 _SAFE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
+_ALL_SAFE: Final = re.compile(r"[A-Za-z0-9_-]+")
 _ESCAPE_RE: Final = re.compile(r"~([0-9A-F]{2})")
 _EVENT_NAME_RE: Final = re.compile(r"^[a-z][a-z0-9_-]*(\.[a-z][a-z0-9_-]*)*$")
 
@@ -70,6 +71,8 @@ def encode_token(value: str) -> str:
         return _EMPTY_TOKEN
     if value == CLUSTER_SCOPE_TOKEN:
         return "~5F"
+    if _ALL_SAFE.fullmatch(value):  # the common case, without a loop over the characters
+        return value
     out: list[str] = []
     for char in value:
         if char in _SAFE:

@@ -16,7 +16,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final, Literal
 
+from clearance import bounds
+from clearance.bounds import Range
 from clearance_dispatcher.capacity import QuantityError, Resources, add, resources_from_mapping
+from clearance_dispatcher.policy_annotations import policy_fields
 
 GrowthType = Literal["exponential", "linear", "none"]
 FinalizerRemoval = Literal["Never", "AfterForceDeletion"]
@@ -32,6 +35,31 @@ INVALID_QUANTITY: Final = "InvalidQuantity"
 INVALID_FIELD: Final = "InvalidField"
 UNKNOWN_KIND: Final = "UnknownKind"
 DUPLICATE_ITEM: Final = "DuplicateItem"
+OUT_OF_RANGE: Final = "OutOfRange"
+
+_REQUEUING: Final = "spec.schedulingSpec.requeuing"
+SPEC_BOUNDS: Final[Mapping[str, Range]] = {
+    "spec.priority": bounds.counts(-(2**31), 2**31 - 1),
+    "spec.schedulingSpec.minAvailable": bounds.counts(),
+    f"{_REQUEUING}.timeInSeconds": bounds.durations(),
+    f"{_REQUEUING}.initialTimeInSeconds": bounds.durations(),
+    f"{_REQUEUING}.maxTimeInSeconds": bounds.durations(),
+    f"{_REQUEUING}.maxNumRequeuings": bounds.counts(),
+    f"{_REQUEUING}.pauseTimeInSeconds": bounds.durations(),
+    f"{_REQUEUING}.forceDeletionTimeInSeconds": bounds.durations(-bounds.MAX_DURATION),
+    f"{_REQUEUING}.stuckAlertTimeInSeconds": bounds.durations(),
+    "spec.schedulingSpec.dispatchDuration.limit": bounds.durations(1),
+    "replicas": bounds.counts(),
+}
+"""The range of every duration and count of the spec Clearance reads (issue 13): the one
+table the parser checks them against. A value outside is refused with :data:`OUT_OF_RANGE`
+and a message naming the field and the range, so no later arithmetic sees it. ``replicas``
+covers every replica count (Job ``parallelism``, ``replicas``, ``custompodresources``)."""
+_ANNOTATION_BOUNDS: Final = {
+    f: SPEC_BOUNDS[f"{_REQUEUING}.{f}"]
+    for f in ("pauseTimeInSeconds", "forceDeletionTimeInSeconds", "stuckAlertTimeInSeconds")
+}
+"""Policy annotations are bounded like the spec fields they stand in for."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,19 +177,27 @@ class _Collector:
     def add(self, reason: str, message: str) -> None:
         self.problems.append(Problem(reason, message))
 
-    def int_field(
-        self, obj: Mapping[str, Any], key: str, path: str, *, minimum: int | None = None
-    ) -> int | None:
+    def int_field(self, obj: Mapping[str, Any], key: str, path: str) -> int | None:
+        """``obj[key]`` as an int within ``SPEC_BOUNDS[path.key]``; None (and a problem) if not."""
         value = obj.get(key)
         if value is None:
             return None
+        return self.bounded(value, f"{path}.{key}", bounds=SPEC_BOUNDS[f"{path}.{key}"])
+
+    def bounded(self, value: object, path: str, *, bounds: Range) -> int | None:
+        """``value`` if it is an int in ``bounds``, else None with a problem naming ``path``."""
         if isinstance(value, bool) or not isinstance(value, int):
-            self.add(INVALID_FIELD, f"{path}.{key}: expected an integer, got {value!r}")
+            self.add(INVALID_FIELD, f"{path}: expected an integer, got {_short(value)}")
             return None
-        if minimum is not None and value < minimum:
-            self.add(INVALID_FIELD, f"{path}.{key}: must be >= {minimum}, got {value}")
+        if (problem := bounds.problem(value)) is not None:
+            self.add(OUT_OF_RANGE, f"{path}: {problem}")
             return None
         return value
+
+
+def _short(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else f"{text[:77]}..."
 
 
 def _mapping(value: object) -> Mapping[str, Any]:
@@ -196,10 +232,9 @@ def _template_pod_sets(
     pod_template = _mapping(spec.get("template"))
     if pod_template:
         # Job: parallelism; Deployment, StatefulSet, ReplicaSet, ...: replicas
-        replicas = spec.get("parallelism", 1) if kind == "Job" else spec.get("replicas", 1)
-        if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 0:
-            c.add(INVALID_FIELD, f"{path}.spec: replica count must be a non-negative integer")
-            replicas = 0
+        key = "parallelism" if kind == "Job" else "replicas"
+        replicas = c.bounded(spec.get(key, 1), f"{path}.spec.{key}", bounds=SPEC_BOUNDS["replicas"])
+        replicas = replicas or 0
         requests = _container_requests(
             _mapping(pod_template.get("spec")), f"{path}.spec.template.spec", c
         )
@@ -212,14 +247,17 @@ def _template_pod_sets(
         for role, role_spec in value.items():
             role_map = _mapping(role_spec)
             replicas = role_map.get("replicas", 1)
-            if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 0:
-                replicas = 0
+            if isinstance(replicas, bool) or not isinstance(replicas, int):
+                replicas = 0  # not ours to judge: the operator's schema is
+            replicas = c.bounded(
+                replicas, f"{path}.spec.{key}.{role}.replicas", bounds=SPEC_BOUNDS["replicas"]
+            )
             requests = _container_requests(
                 _mapping(_mapping(role_map.get("template")).get("spec")),
                 f"{path}.spec.{key}.{role}.template.spec",
                 c,
             )
-            sets.append(PodSet(replicas, requests))
+            sets.append(PodSet(replicas or 0, requests))
     return tuple(sets)
 
 
@@ -232,9 +270,10 @@ def _custom_pod_sets(value: object, path: str, c: _Collector) -> tuple[PodSet, .
     sets = []
     for i, entry in enumerate(value):
         entry_map = _mapping(entry)
-        replicas = entry_map.get("replicas", 1)
-        if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 0:
-            c.add(INVALID_FIELD, f"{path}[{i}].replicas: expected a non-negative integer")
+        replicas = c.bounded(
+            entry_map.get("replicas", 1), f"{path}[{i}].replicas", bounds=SPEC_BOUNDS["replicas"]
+        )
+        if replicas is None:
             continue
         try:
             requests = resources_from_mapping(_mapping(entry_map.get("requests")))
@@ -301,14 +340,14 @@ def _parse_requeuing(raw: Mapping[str, Any], c: _Collector) -> Requeuing:
         c.add(INVALID_FIELD, f"{path}.finalizerRemoval: expected Never or AfterForceDeletion")
         removal = None
     return Requeuing(
-        time_in_seconds=c.int_field(raw, "timeInSeconds", path, minimum=0),
-        initial_time_in_seconds=c.int_field(raw, "initialTimeInSeconds", path, minimum=0),
-        max_time_in_seconds=c.int_field(raw, "maxTimeInSeconds", path, minimum=0) or 0,
+        time_in_seconds=c.int_field(raw, "timeInSeconds", path),
+        initial_time_in_seconds=c.int_field(raw, "initialTimeInSeconds", path),
+        max_time_in_seconds=c.int_field(raw, "maxTimeInSeconds", path) or 0,
         growth_type=growth,
-        max_num_requeuings=c.int_field(raw, "maxNumRequeuings", path, minimum=0) or 0,
-        pause_time_in_seconds=c.int_field(raw, "pauseTimeInSeconds", path, minimum=0),
+        max_num_requeuings=c.int_field(raw, "maxNumRequeuings", path) or 0,
+        pause_time_in_seconds=c.int_field(raw, "pauseTimeInSeconds", path),
         force_deletion_time_in_seconds=c.int_field(raw, "forceDeletionTimeInSeconds", path),
-        stuck_alert_time_in_seconds=c.int_field(raw, "stuckAlertTimeInSeconds", path, minimum=0),
+        stuck_alert_time_in_seconds=c.int_field(raw, "stuckAlertTimeInSeconds", path),
         finalizer_removal=removal,
     )
 
@@ -328,23 +367,25 @@ def parse_appwrapper(raw: Mapping[str, Any]) -> AppWrapperSpec | InvalidAppWrapp
     min_available = scheduling.get("minAvailable", 0)
     if min_available is None:
         min_available = 0
-    if isinstance(min_available, bool) or not isinstance(min_available, int):
-        c.add(
-            INVALID_FIELD,
-            f"spec.schedulingSpec.minAvailable: expected an integer, got {min_available!r}",
-        )
-        min_available = 0
-    elif min_available < 0:
+    if isinstance(min_available, int) and not isinstance(min_available, bool) and min_available < 0:
         c.add(
             NEGATIVE_MIN_AVAILABLE,
-            f"spec.schedulingSpec.minAvailable: must be >= 0, got {min_available}",
+            f"spec.schedulingSpec.minAvailable: must be >= 0, got {_short(min_available)}",
         )
-    requeuing = _parse_requeuing(_mapping(scheduling.get("requeuing")), c)
+    else:
+        min_available = c.int_field(scheduling, "minAvailable", "spec.schedulingSpec") or 0
+    requeuing_raw = dict(_mapping(scheduling.get("requeuing")))
+    # Teardown policy by annotation where the spec has none (e.g. an upstream CRD pruned it).
+    from_annotations, annotation_problems = policy_fields(
+        _mapping(meta.get("annotations")), requeuing_raw, ranges=_ANNOTATION_BOUNDS
+    )
+    for out_of_range, message in annotation_problems:
+        c.add(OUT_OF_RANGE if out_of_range else INVALID_FIELD, message)
+    requeuing = _parse_requeuing({**requeuing_raw, **from_annotations}, c)
     limit = c.int_field(
         _mapping(scheduling.get("dispatchDuration")),
         "limit",
         "spec.schedulingSpec.dispatchDuration",
-        minimum=1,
     )
     raw_items = _mapping(spec.get("resources")).get("GenericItems")
     items: list[GenericItem] = []

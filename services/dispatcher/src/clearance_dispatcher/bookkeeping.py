@@ -18,9 +18,9 @@ nowhere else, so no ``attempt ± 1`` exists outside this module. A status writte
 stores the whole new layout.
 
 *Where* the bookkeeping lives is :class:`Storage`'s business: :class:`StatusStorage` keeps it in
-``status.clearance`` (the project's CRD preserves it). A CRD that prunes unknown status fields
-(MCAD's upstream one) needs another storage — an annotation — added beside it without touching
-the transitions, which only ever see :class:`ClearanceStatus` values.
+``status.clearance`` (the project's CRD preserves it); a CRD that prunes unknown status fields
+(MCAD's upstream one) gets :class:`~clearance_dispatcher.storage.AnnotationStorage` instead. The
+transitions only ever see :class:`ClearanceStatus` values.
 """
 
 from __future__ import annotations
@@ -328,12 +328,20 @@ class Storage(Protocol):
 
     def read(self, raw: Mapping[str, Any]) -> ClearanceStatus: ...
 
+    def status(self, raw: Mapping[str, Any]) -> Mapping[str, Any]:
+        """The MCAD-visible status as last committed (what decisions read)."""
+        ...
+
     def writes(
-        self, status_patch: dict[str, Any], clearance: ClearanceStatus | None
+        self,
+        status_patch: dict[str, Any],
+        clearance: ClearanceStatus | None,
+        *,
+        raw: Mapping[str, Any] | None = None,
     ) -> tuple[Write, ...]:
         """The patches that store ``status_patch`` (the MCAD-visible status fields) and the
-        new ``clearance`` (None: unchanged). The first one is the commit point: it carries the
-        resourceVersion guard."""
+        new ``clearance`` (None: unchanged) on ``raw``, the object as read. The first one is
+        the commit point: it carries the resourceVersion guard."""
         ...
 
 
@@ -345,8 +353,16 @@ class StatusStorage:
         cl = status.get("clearance") if isinstance(status, Mapping) else None
         return parse(cl if isinstance(cl, Mapping) else {})
 
+    def status(self, raw: Mapping[str, Any]) -> Mapping[str, Any]:
+        status = raw.get("status")
+        return status if isinstance(status, Mapping) else {}
+
     def writes(
-        self, status_patch: dict[str, Any], clearance: ClearanceStatus | None
+        self,
+        status_patch: dict[str, Any],
+        clearance: ClearanceStatus | None,
+        *,
+        raw: Mapping[str, Any] | None = None,
     ) -> tuple[Write, ...]:
         body = dict(status_patch)
         if clearance is not None:

@@ -12,6 +12,10 @@ Requeue when ``now > dispatchedAt + wait`` and ``running + succeeded < max(minAv
 controller actually increments. MCAD v1 compares the *spec* counter it no longer increments, so
 its limit never fires; here, with limit L, the AppWrapper is requeued exactly L times and the
 (L+1)-th decision turns it Failed (and it is torn down).
+
+No arithmetic here can raise: the spec's durations are within :mod:`clearance.bounds` (the
+parser refuses others), and every wait computed or read back from status is clamped to
+:data:`~clearance.bounds.MAX_DURATION` (an exponential wait doubles without end otherwise).
 """
 
 from __future__ import annotations
@@ -19,7 +23,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from clearance.bounds import MAX_DURATION
 from clearance_dispatcher.appwrapper import Requeuing
+
+_MAX_WAIT = int(MAX_DURATION)
+
+
+def _clamped(seconds: int) -> int:
+    return max(0, min(seconds, _MAX_WAIT))
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,12 +46,14 @@ def initial_wait(requeuing: Requeuing, default_seconds: int) -> int:
     base = requeuing.time_in_seconds
     if base is None:
         base = requeuing.initial_time_in_seconds
-    return default_seconds if base is None else base
+    return _clamped(default_seconds if base is None else base)
 
 
 def current_wait(stored: int | None, requeuing: Requeuing, default_seconds: int) -> int:
     """The wait in force: the grown value in status, else the initial one."""
-    return stored if stored is not None and stored > 0 else initial_wait(requeuing, default_seconds)
+    if stored is not None and stored > 0:
+        return _clamped(stored)  # status is writable by anyone: never trusted unbounded
+    return initial_wait(requeuing, default_seconds)
 
 
 def grown_wait(current: int, requeuing: Requeuing, default_seconds: int) -> int:
@@ -56,7 +69,7 @@ def grown_wait(current: int, requeuing: Requeuing, default_seconds: int) -> int:
         value = current
     if requeuing.max_time_in_seconds > 0:
         value = min(value, requeuing.max_time_in_seconds)
-    return value
+    return _clamped(value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,7 +115,7 @@ def decide(
 ) -> Decision:
     """The monitor's verdict for one dispatched attempt."""
     if dispatch_limit_seconds is not None and first_dispatched_at is not None:
-        deadline = first_dispatched_at + timedelta(seconds=dispatch_limit_seconds)
+        deadline = first_dispatched_at + timedelta(seconds=_clamped(dispatch_limit_seconds))
         if now > deadline:
             return Fail(
                 "DispatchDeadlineExceeded",
@@ -110,7 +123,7 @@ def decide(
             )
     else:
         deadline = None
-    due = dispatched_at + timedelta(seconds=wait_seconds)
+    due = dispatched_at + timedelta(seconds=_clamped(wait_seconds))
     if enough(counts, min_available):
         return Keep(deadline)
     if now <= due:

@@ -13,6 +13,7 @@ import socket
 from dataclasses import field
 from typing import Literal
 
+from clearance.bounds import durations
 from clearance.settings import CommonSettings, Seconds, SettingsError, doc
 
 
@@ -66,6 +67,27 @@ class DispatcherSettings(CommonSettings):
         metadata=doc(
             "Default requeuing.finalizerRemoval sent to the tracker; finalizers are only "
             "stripped when an AppWrapper or the operator opts in."
+        ),
+    )
+    bookkeeping: Literal["auto", "status", "annotations"] = field(
+        default="auto",
+        metadata=doc(
+            "Where the per-AppWrapper bookkeeping is kept. status: status.clearance (needs the "
+            "CRD of deploy/crd, which preserves it); annotations: the annotation "
+            "clearance.dev/bookkeeping, written in one guarded patch (works under any CRD, e.g. "
+            "MCAD v1's upstream one, which prunes status.clearance); auto: status when the "
+            "served CRD keeps status.clearance, else annotations (read at start-up and on "
+            "every change of the CRD)."
+        ),
+    )
+    crd_check_interval: Seconds = field(
+        default=30.0,
+        metadata=doc(
+            "Period of the re-read of the served AppWrapper CRD (GET by name): a changed schema "
+            "is logged once with what it prunes, and in auto bookkeeping mode decides where the "
+            "bookkeeping goes. A chart upgrade that re-applies MCAD's CRD is noticed within it "
+            "(a pruned write is noticed at once, by read-back).",
+            bounds=durations(0.1, 3600.0),
         ),
     )
     intake: Literal["nats", "kube"] = field(

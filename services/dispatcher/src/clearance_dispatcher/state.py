@@ -5,7 +5,9 @@ source, changes are applied through :meth:`ClusterState.apply_*`, which ignore a
 than what is cached (resourceVersions compared numerically: etcd's and kubesim's are integers;
 an opaque one is treated as newer when different). Pods are indexed by the AppWrapper they
 belong to (labels ``appwrapper.mcad.ibm.com`` + ``clearance.dev/namespace``), so monitoring an
-AppWrapper never scans every pod.
+AppWrapper never scans every pod. The index is keyed by the label values, which for a name past
+63 characters are a hash (:func:`clearance.labels.value_for`); :meth:`ClusterState.aw_key_of`
+maps them back to the AppWrapper's key through the cached AppWrappers.
 
 Each AppWrapper's :class:`Entry` also holds its :class:`Local` state — what this replica knows
 about it beyond the API object (admission, retries, open cycle roots). It lives exactly as long
@@ -23,13 +25,24 @@ from opentelemetry.trace import Span
 
 from clearance import labels
 from clearance.events import NodeObject, PodObject
-from clearance_dispatcher.appwrapper import AppWrapperSpec, InvalidAppWrapper, parse_appwrapper
+from clearance_dispatcher.appwrapper import (
+    AppWrapperSpec,
+    InvalidAppWrapper,
+    Problem,
+    parse_appwrapper,
+)
 from clearance_dispatcher.bookkeeping import STATUS_STORAGE, Storage
 from clearance_dispatcher.capacity import Resources, add, pod_requests
 from clearance_dispatcher.requeueing import Counts
 from clearance_dispatcher.status import Observed, observe
 
 Key = tuple[str, str]
+"""(namespace, name) of an AppWrapper."""
+
+
+def label_key(key: Key) -> Key:
+    """The label values (namespace, AppWrapper) that objects of AppWrapper ``key`` carry."""
+    return (labels.value_for(key[0]), labels.value_for(key[1]))
 
 
 def newer(candidate: str, cached: str) -> bool:
@@ -74,7 +87,7 @@ class Entry:
     @property
     def observed(self) -> Observed:
         """The parsed status, cached per resourceVersion (scans read it for every AW)."""
-        rv = self.rv
+        rv = f"{self.rv}/{getattr(self.storage, 'switches', 0)}"  # a storage switch re-reads
         if self._observed is None or self._observed[0] != rv:
             self._observed = (rv, observe(self.raw, self.storage))
         return self._observed[1]
@@ -101,27 +114,39 @@ class ClusterState:
     pods: dict[str, PodObject] = field(default_factory=dict)
     nodes: dict[str, NodeObject] = field(default_factory=dict)
     pods_by_aw: dict[Key, set[str]] = field(default_factory=dict)
+    """Pod uids by :func:`label_key` of their AppWrapper."""
+    by_label: dict[Key, Key] = field(default_factory=dict)
+    """:func:`label_key` → key of every cached AppWrapper (hashed label values map back)."""
     pod_requests: dict[str, Resources] = field(default_factory=dict)
     """Requests per pod uid, computed once per pod version (scans read them many times)."""
 
     # -- AppWrappers ---------------------------------------------------------------------
 
-    def apply_appwrapper(self, raw: dict[str, Any]) -> Key | None:
+    def apply_appwrapper(
+        self, raw: dict[str, Any], *, spec_problem: Problem | None = None
+    ) -> Key | None:
         """Store ``raw`` if it is new or newer; returns its key when something changed.
 
-        The caller removes an entry of another UID under the same name first (see
-        :meth:`replaced`), so its local state ends with it."""
+        ``spec_problem``: the watcher could not decode this version's spec (DESIGN §3); the
+        spec is then refused with it unless the dispatcher's own validation names a more
+        specific problem. The caller removes an entry of another UID under the same name
+        first (see :meth:`replaced`), so its local state ends with it."""
         meta = raw.get("metadata") or {}
         key = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
         current = self.appwrappers.get(key)
         same = current is not None and current.uid == meta.get("uid")
         if current is not None and same:
-            if not newer(_rv(raw), current.rv):
+            flagged = spec_problem is not None and isinstance(current.parsed, AppWrapperSpec)
+            if not flagged and not newer(_rv(raw), current.rv):
                 return None
-            if current.generation == meta.get("generation"):
+            if not flagged and current.generation == meta.get("generation"):
                 current.raw = raw  # status/metadata change only: keep the parsed spec
                 return key
         parsed = parse_appwrapper(raw)
+        if spec_problem is not None and isinstance(parsed, AppWrapperSpec):
+            parsed = InvalidAppWrapper(
+                parsed.namespace, parsed.name, parsed.uid, parsed.generation, (spec_problem,)
+            )
         last_valid = parsed if isinstance(parsed, AppWrapperSpec) else None
         local = Local()
         if current is not None and same:
@@ -129,6 +154,7 @@ class ClusterState:
             if last_valid is None:
                 last_valid = current.last_valid
         self.appwrappers[key] = Entry(raw, parsed, last_valid, local, self.storage)
+        self.by_label[label_key(key)] = key
         return key
 
     def replaced(self, raw: dict[str, Any]) -> Entry | None:
@@ -142,17 +168,24 @@ class ClusterState:
         current = self.appwrappers.get(key)
         if current is None or (uid is not None and current.uid != uid):
             return None
+        self.by_label.pop(label_key(key), None)
         return self.appwrappers.pop(key)
 
     # -- pods ----------------------------------------------------------------------------
 
     @staticmethod
-    def aw_key_of(pod: PodObject) -> Key | None:
+    def label_key_of(pod: PodObject) -> Key | None:
+        """The AppWrapper label values of ``pod`` (namespace, name), None if unlabelled."""
         pod_labels = pod.metadata.labels
         name = pod_labels.get(labels.MCAD_APPWRAPPER)
         if not name:
             return None
         return (pod_labels.get(labels.NAMESPACE) or pod.metadata.namespace or "", name)
+
+    def aw_key_of(self, pod: PodObject) -> Key | None:
+        """The key of the AppWrapper ``pod`` belongs to (its label values when not cached)."""
+        found = self.label_key_of(pod)
+        return None if found is None else self.by_label.get(found, found)
 
     def apply_pod(self, pod: PodObject) -> Key | bool | None:
         """Store a pod; returns its AppWrapper key, True if unlabelled but changed, else None."""
@@ -164,29 +197,29 @@ class ClusterState:
             return None
         self.pods[uid] = pod
         self.pod_requests[uid] = pod_requests(pod)
-        key = self.aw_key_of(pod)
-        if key is None:
+        found = self.label_key_of(pod)
+        if found is None:
             return True
-        self.pods_by_aw.setdefault(key, set()).add(uid)
-        return key
+        self.pods_by_aw.setdefault(found, set()).add(uid)
+        return self.by_label.get(found, found)
 
     def remove_pod(self, uid: str) -> Key | bool | None:
         pod = self.pods.pop(uid, None)
         self.pod_requests.pop(uid, None)
         if pod is None:
             return None
-        key = self.aw_key_of(pod)
-        if key is None:
+        found = self.label_key_of(pod)
+        if found is None:
             return True
-        members = self.pods_by_aw.get(key)
+        members = self.pods_by_aw.get(found)
         if members is not None:
             members.discard(uid)
             if not members:
-                del self.pods_by_aw[key]
-        return key
+                del self.pods_by_aw[found]
+        return self.by_label.get(found, found)
 
     def pods_of(self, key: Key) -> Iterator[PodObject]:
-        for uid in self.pods_by_aw.get(key, ()):
+        for uid in self.pods_by_aw.get(label_key(key), ()):
             pod = self.pods.get(uid)
             if pod is not None:
                 yield pod

@@ -25,6 +25,7 @@ from typing import Any, Final
 
 import msgspec
 
+from clearance import testfaults
 from clearance.kube import Kube, KubeError, Resource
 from clearance_dispatcher.appwrapper import parse_time
 from clearance_dispatcher.bookkeeping import (
@@ -32,6 +33,7 @@ from clearance_dispatcher.bookkeeping import (
     STATUS_STORAGE,
     ClearanceStatus,
     Storage,
+    Write,
     micro_time,
 )
 
@@ -81,8 +83,7 @@ class Observed:
 
 
 def observe(raw: Mapping[str, Any], storage: Storage = STATUS_STORAGE) -> Observed:
-    status = raw.get("status")
-    status = status if isinstance(status, Mapping) else {}
+    status = storage.status(raw)
     message = status.get("message")
     return Observed(
         clearance=storage.read(raw),
@@ -92,7 +93,7 @@ def observe(raw: Mapping[str, Any], storage: Storage = STATUS_STORAGE) -> Observ
         first_seen=bool(status.get("controllerfirsttimestamp")),
         message=message if isinstance(message, str) and message else None,
         counts={name: _int(status.get(name)) for name in COUNT_FIELDS},
-        conditions=tuple(conditions_of(raw)),
+        conditions=tuple(conditions_of({"status": status})),
     )
 
 
@@ -189,6 +190,36 @@ class StatusConflict(Exception):
     """The AppWrapper kept changing under us; the caller reconciles again later."""
 
 
+class PrunedWrite(Exception):
+    """The API server dropped fields of a status write (read back): the served CRD prunes
+    them. The write itself went through; ``fields`` are the dropped paths."""
+
+    def __init__(self, fields: list[str]) -> None:
+        super().__init__(", ".join(fields))
+        self.fields = fields
+
+
+def pruned_fields(writes: Sequence[Write], updated: Mapping[str, Any]) -> list[str]:
+    """Paths of ``status`` written by ``writes`` that ``updated`` (the answer) lacks."""
+    status = updated.get("status")
+    status = status if isinstance(status, Mapping) else {}
+    lost = []
+    for write in writes:
+        if write.subresource != "status":
+            continue
+        for key, value in (write.body.get("status") or {}).items():
+            if value is None:
+                continue
+            got = status.get(key)
+            if got is None or (isinstance(value, Mapping) and value and not got):
+                lost.append(f"status.{key}")
+            elif isinstance(value, Mapping) and isinstance(got, Mapping):
+                lost += [
+                    f"status.{key}.{k}" for k in value if value[k] is not None and k not in got
+                ]
+    return lost
+
+
 class AppWrapperGone(Exception):
     """The AppWrapper no longer exists (or has another UID)."""
 
@@ -207,7 +238,8 @@ async def update_status(
     """Apply ``transition`` to the AppWrapper with resourceVersion-guarded merge patches.
 
     Returns the updated object, or None when the transition had nothing to write. Raises
-    :class:`AppWrapperGone` or :class:`StatusConflict`.
+    :class:`AppWrapperGone` or :class:`StatusConflict`, and :class:`PrunedWrite` after a
+    write the server answered without some of its fields (never silently carrying on).
     """
     meta = raw.get("metadata") or {}
     namespace, name, uid = meta.get("namespace"), meta.get("name"), meta.get("uid")
@@ -215,16 +247,17 @@ async def update_status(
     for tried in range(1, tries + 1):
         observed = observe(current, storage)
         patch = transition(observed)
-        if patch is None:
-            return None
-        writes = storage.writes(*render(observed, patch))
+        # Nothing to do still repairs a status left behind its committed bookkeeping.
+        fields, clearance = render(observed, patch) if patch is not None else ({}, None)
+        writes = storage.writes(fields, clearance, raw=current)
         if not writes:
             return None
         rv = (current.get("metadata") or {}).get("resourceVersion")
         try:
             updated = current
             for write in writes:
-                body = {**write.body, "metadata": {"resourceVersion": rv}}
+                meta = {**write.body.get("metadata", {}), "resourceVersion": rv}
+                body = {**write.body, "metadata": meta}
                 data = await kube.patch(
                     resource, str(name), body, namespace=namespace, subresource=write.subresource
                 )
@@ -249,5 +282,8 @@ async def update_status(
             continue
         if on_written is not None:
             await on_written(updated)
+        lost = [] if testfaults.active("ignore-pruned") else pruned_fields(writes, updated)
+        if lost:
+            raise PrunedWrite(lost)
         return updated
     raise StatusConflict(f"{namespace}/{name}: status kept conflicting after {tries} tries")

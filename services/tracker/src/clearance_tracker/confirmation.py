@@ -67,8 +67,10 @@ class Outcome:
 
 
 def labelled_attempt(meta: ObjectMeta, *, appwrapper: str) -> tuple[bool, int | None]:
-    """(carries this AppWrapper's label, attempt label or None)."""
-    if not any(meta.labels.get(key) == appwrapper for key in _AW_LABELS):
+    """(carries this AppWrapper's label, attempt label or None); long names are hashed in
+    labels (:func:`clearance.labels.value_for`), so the label is compared with that."""
+    value = labels.value_for(appwrapper)
+    if not any(meta.labels.get(key) == value for key in _AW_LABELS):
         return False, None
     return True, labels.attempt_of(meta.labels)
 

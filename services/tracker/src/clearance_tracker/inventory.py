@@ -3,20 +3,47 @@
 This module owns the step from the dispatcher's announcement to the tracker's first record:
 one tracked object per object of the inventory (deduplicated: a bare Pod wrapped by an
 AppWrapper is both a generic item and one of its pods, and producers have listed it twice),
-the wrapped kinds the final quorum LIST must cover, the cycle traceparent (event field, else
+the wrapped kinds the final quorum LIST must cover (with the intermediate kinds their controllers
+create, see :data:`INTERMEDIATE_KINDS`), the cycle traceparent (event field, else
 the message header, dropped when malformed) and the deadlines fixed from the policy. Nothing
 here does I/O or reads a clock; the caller passes ``recorded_at`` and the ids it reserved.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import datetime
+from typing import Final
 
 from clearance.events import CycleTeardownStarted, ObjectRef, TeardownPolicy
 from clearance.telemetry import context_from_traceparent
 from clearance_tracker.escalation import Timing, fix_deadlines
 from clearance_tracker.teardown import KindRef, Teardown, TrackedObject
+
+INTERMEDIATE_KINDS: Final[Mapping[tuple[str, str], tuple[KindRef, ...]]] = {
+    ("apps/v1", "Deployment"): (KindRef(api_version="apps/v1", kind="ReplicaSet"),),
+}
+"""(apiVersion, kind) of a wrapped kind → the labelled objects its controller creates between it
+and its pods. A Deployment's ReplicaSets carry its pod template's labels (the AppWrapper's,
+stamped by the dispatcher) and are nobody's generic item: unless the final LIST covers them, a
+ReplicaSet that outlives its Deployment (held by a finalizer, or not yet collected) could still
+create pods of the attempt after ``cleared``. Pods of StatefulSets, Jobs and PyTorchJobs are
+pods, always listed."""
+
+
+def covered_kinds(refs: Iterable[ObjectRef]) -> tuple[KindRef, ...]:
+    """Kinds other than Pod the final LIST must cover for ``refs``: theirs, then intermediates."""
+    kinds: list[KindRef] = []
+    for ref in refs:
+        if ref.kind == "Pod" and ref.api_version == "v1":
+            continue
+        for kind in (
+            KindRef(api_version=ref.api_version, kind=ref.kind),
+            *INTERMEDIATE_KINDS.get((ref.api_version, ref.kind), ()),
+        ):
+            if kind not in kinds:
+                kinds.append(kind)
+    return tuple(kinds)
 
 
 def identity(ref: ObjectRef) -> tuple[str, ...]:
@@ -69,8 +96,8 @@ def open_teardown(
 ) -> Teardown:
     """The new record of `event`'s teardown, owned by `owner`, deadlines fixed."""
     objects: dict[str, TrackedObject] = {}
-    kinds: list[KindRef] = []
-    for ref in unique_inventory(event.inventory):
+    inventory = unique_inventory(event.inventory)
+    for ref in inventory:
         objects[ref.uid] = TrackedObject(
             kind=ref.kind,
             api_version=ref.api_version,
@@ -81,9 +108,6 @@ def open_teardown(
             first_seen=event.occurred_at,
             attempt=event.attempt,
         )
-        kind = KindRef(api_version=ref.api_version, kind=ref.kind)
-        if not (ref.kind == "Pod" and ref.api_version == "v1") and kind not in kinds:
-            kinds.append(kind)
     record = Teardown(
         appwrapper=event.appwrapper,
         attempt=event.attempt,
@@ -94,7 +118,7 @@ def open_teardown(
         trace_id=trace_id,
         await_span_id=await_span_id,
         cycle_traceparent=traceparent,
-        wrapped_kinds=tuple(kinds),
+        wrapped_kinds=covered_kinds(inventory),
         objects=objects,
     )
     return fix_deadlines(record, timing)

@@ -110,6 +110,7 @@ class Reporter:
             parent=parent,
             metrics=self.bus_metrics,
             event_type=event.event_type,
+            fence=self.kube.fence,
         )
 
     # ------------------------------------------------------------ confirmations

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from clearance.bounds import durations
 from clearance.events import TeardownPolicy
 from clearance.settings import CommonSettings, Seconds, SettingsError, doc
 from clearance_tracker.escalation import MAX_SECONDS
@@ -59,7 +60,8 @@ class TrackerSettings(CommonSettings):
         metadata=doc(
             "Operator default of requeuing.stuckAlertTimeInSeconds: a Warning alert with a\n"
             "diagnosis when objects of a teardown are still present this long after\n"
-            "teardown.started. Used only when a teardown.started event carries no policy."
+            "teardown.started. Used only when a teardown.started event carries no policy.",
+            bounds=durations(),
         ),
     )
     force_deletion_time: Seconds = field(
@@ -67,7 +69,8 @@ class TrackerSettings(CommonSettings):
         metadata=doc(
             "Operator default of requeuing.forceDeletionTimeInSeconds: grace-0 deletion of\n"
             "what is left (pods first, then items). 0 disables force deletion (and with it\n"
-            "finalizer removal). Used only when an event carries no policy."
+            "finalizer removal). Used only when an event carries no policy.",
+            bounds=durations(),
         ),
     )
     finalizer_removal: FinalizerRemoval = field(
@@ -82,7 +85,8 @@ class TrackerSettings(CommonSettings):
         default=10.0,
         metadata=doc(
             "Wait after the force-deletion deadline before finalizers are stripped, so that\n"
-            "a live finalizer owner can finish its own cleanup first."
+            "a live finalizer owner can finish its own cleanup first.",
+            bounds=durations(),
         ),
     )
 

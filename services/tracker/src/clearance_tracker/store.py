@@ -20,6 +20,7 @@ from nats.js import JetStreamContext
 from nats.js.kv import KeyValue
 
 from clearance import bus
+from clearance.fencing import Term
 from clearance_tracker.settings import TrackerSettings
 from clearance_tracker.teardown import (
     Heartbeat,
@@ -70,6 +71,13 @@ class TeardownStore:
     def __init__(self, kv: KeyValue, *, max_attempts: int = 50) -> None:
         self.kv = kv
         self.max_attempts = max_attempts
+        self.fence: Term | None = None
+        """The replica's term; record writes (not heartbeats, which renew it) are refused with
+        :class:`~clearance.fencing.Fenced` outside it, like the API writes (``Kube.fence``)."""
+
+    def _check(self, effect: str) -> None:
+        if self.fence is not None:
+            self.fence.check(effect)
 
     async def get(self, key: str) -> Versioned | None:
         try:
@@ -82,6 +90,7 @@ class TeardownStore:
 
     async def create(self, record: Teardown) -> Versioned | None:
         """Create the record; None when it already exists (a redelivered teardown.started)."""
+        self._check(f"create record {record.key}")
         try:
             revision = await self.kv.create(record.key, encode(record))
         except nats.js.errors.KeyWrongLastSequenceError:
@@ -90,6 +99,7 @@ class TeardownStore:
 
     async def write(self, current: Versioned, record: Teardown) -> Versioned:
         """CAS write of ``record`` over ``current``; raises :class:`RecordConflict`."""
+        self._check(f"write record {record.key}")
         try:
             revision = await self.kv.update(record.key, encode(record), last=current.revision)
         except nats.js.errors.KeyWrongLastSequenceError as exc:
@@ -121,6 +131,7 @@ class TeardownStore:
         raise RecordConflict(f"{key}: gave up after {self.max_attempts} conflicting writes")
 
     async def delete(self, key: str, revision: int) -> bool:
+        self._check(f"delete record {key}")
         try:
             await self.kv.delete(key, last=revision)
         except nats.js.errors.KeyWrongLastSequenceError:

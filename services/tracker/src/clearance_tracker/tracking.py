@@ -125,6 +125,7 @@ class Tracker:
         # Fencing: every API write of this replica passes its heartbeat term first.
         if not testfaults.active("unfenced"):
             kube.fence = self.ownership.term
+            self.store.fence = self.ownership.term
         self.handlers = Handlers(
             settings=settings,
             store=self.store,

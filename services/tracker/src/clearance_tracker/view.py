@@ -21,6 +21,7 @@ from datetime import datetime
 import msgspec
 from nats.js.kv import KeyValue
 
+from clearance import labels
 from clearance_tracker.store import Versioned
 from clearance_tracker.teardown import (
     RECORD_PREFIX,
@@ -60,7 +61,7 @@ class TeardownView:
         return self.records.get(key)
 
     def keys_of(self, namespace: str, names: Iterable[str | None]) -> set[str]:
-        """Record keys of the AppWrappers `names` in `namespace` (any attempt)."""
+        """Record keys of the AppWrappers whose label values are `names` in `namespace`."""
         keys: set[str] = set()
         for name in names:
             if name:
@@ -85,18 +86,19 @@ class TeardownView:
             return
         self.records[key] = version
         aw = version.record.appwrapper
-        self._by_aw.setdefault((aw.namespace, aw.name), set()).add(key)
+        self._by_aw.setdefault((aw.namespace, labels.value_for(aw.name)), set()).add(key)
         self._on_record(version)
 
     def forget(self, key: str) -> None:
         version = self.records.pop(key, None)
         if version is not None:
             aw = version.record.appwrapper
-            keys = self._by_aw.get((aw.namespace, aw.name))
+            by = (aw.namespace, labels.value_for(aw.name))
+            keys = self._by_aw.get(by)
             if keys is not None:
                 keys.discard(key)
                 if not keys:
-                    del self._by_aw[(aw.namespace, aw.name)]
+                    del self._by_aw[by]
         self._on_forget(key)
 
     def apply(self, entry: KeyValue.Entry) -> None:

@@ -27,7 +27,8 @@ class OpenCycle:
 
 
 class CycleIndex:
-    """AppWrappers (namespace, name) currently in a teardown, from their published events."""
+    """AppWrappers currently in a teardown, from their published events, keyed by the label
+    values their objects carry (:func:`clearance.labels.value_for`: long names are hashed)."""
 
     def __init__(self) -> None:
         self._open: dict[tuple[str, str], OpenCycle] = {}
@@ -37,7 +38,7 @@ class CycleIndex:
 
     def observe(self, event: KubeAppWrapperEvent) -> None:
         meta = event.object.metadata
-        key = (meta.namespace or "", meta.name)
+        key = (meta.namespace or "", labels.value_for(meta.name))
         status = event.object.status.clearance
         tearing_down = (
             event.action != "DELETED"

@@ -19,7 +19,7 @@ from typing import Any, Final
 
 import msgspec
 
-from clearance import events, subjects
+from clearance import events, subjects, testfaults
 from clearance.events import (
     AppWrapperObject,
     EventDecodeError,
@@ -109,6 +109,10 @@ class Codec:
         try:
             return Reading(self.decode(raw))
         except msgspec.DecodeError as exc:
+            if testfaults.active("drop-undecodable"):
+                where = EventDecodeError.from_msgspec(exc).path or "$"
+                problem = SnapshotProblem(message=str(exc), path=where)
+                return Reading(None, problem, msgspec.Raw(bytes(raw)))
             return self.salvage(raw, exc)
 
     def salvage(self, raw: bytes | msgspec.Raw, error: msgspec.DecodeError) -> Reading:

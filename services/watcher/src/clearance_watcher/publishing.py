@@ -1,17 +1,23 @@
-"""Publishing kube events to CLEARANCE_KUBE: ordered per object, bounded, never dropped.
+"""Publishing kube events to CLEARANCE_KUBE: pipelined, ordered per object, bounded, never dropped.
 
+* **Pipelined.** Events are sent without waiting for the previous event's PubAck
+  (nats-py's ``publish_async``: one reply subscription, a future per message); a window of
+  at most ``max_in_flight`` events is outstanding. Acks are handled in callbacks, so the
+  steady state costs no task per event.
 * **Per-object order.** Events are chained per subject (= per object name): an event is
-  sent only after the previous event on its subject was acknowledged. Retries therefore
+  sent only after the previous event on its subject was acknowledged. A retry therefore
   cannot reorder one object's history, and a tombstone always precedes the ADDED of a new
-  object that reuses the name. Different subjects are published concurrently.
-* **Bounded memory.** At most ``max_in_flight`` events are accepted and not yet
-  acknowledged; :meth:`Publisher.submit` waits for a free slot, and the informers await
-  it, so a slow NATS slows the watches instead of growing a queue.
-* **Never dropped.** Each publish goes through :func:`clearance.bus.publish` (same
-  ``Nats-Msg-Id`` on every retry, stream re-provisioned if lost); when that gives up the
-  watcher waits and tries again, for as long as it runs. Only an event NATS can never
-  accept (above the server's max payload) is trimmed, and dropped only if trimming
-  cannot save it, with an error log naming the object.
+  object that reuses the name. Different subjects are in flight at the same time.
+* **Bounded memory.** :meth:`Publisher.submit` waits for a free slot in the window, and
+  the informers await it, so a slow NATS slows the watches instead of growing a queue.
+* **Never dropped.** A publish whose ack times out or fails is sent again with the same
+  ``Nats-Msg-Id`` (the stream drops the duplicate if the first one was stored), the stream
+  re-provisioned when no stream answers, with a growing pause, for as long as the watcher
+  runs. Only an event NATS can never accept (above the server's max payload) is trimmed
+  (:mod:`clearance_watcher.oversize`), and dropped only if trimming cannot save it.
+* **Spans.** The deletions a requeue cycle waits for are published through
+  :func:`clearance.bus.publish` inside the cycle's trace (a PRODUCER span each); the
+  high-volume state events get no span of their own (see docs/DECISIONS.md).
 * **Resume position.** Each informer owns a :class:`Progress`: the resourceVersion up to
   which *every* one of its events is acknowledged. It travels in the headers of every
   event (``Clearance-Watch-Key``/``Clearance-Watch-Resume``), so a successor reads from
@@ -22,31 +28,29 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Final
+from functools import partial
+from typing import Any, Final
 
-import msgspec
 import nats.errors
-from nats.js import JetStreamContext
+import nats.js.errors
+from nats.aio.client import Client as NatsClient
+from nats.aio.msg import Msg
+from nats.js import JetStreamContext, api
 from opentelemetry.trace import Tracer
 
-from clearance import bus, labels
-from clearance.events import (
-    AppWrapperObject,
-    KubeAppWrapperEvent,
-    KubeEvent,
-    NodeObject,
-    PodObject,
-    SnapshotProblem,
-)
+from clearance import bus, subjects
+from clearance.events import KubeAppWrapperEvent, KubeEvent
 from clearance.telemetry import ContextLogger, context_from_traceparent
 from clearance_watcher.cycles import CycleIndex
-from clearance_watcher.decoding import Snapshot, encode_event
+from clearance_watcher.decoding import encode_event
 from clearance_watcher.metrics import WatcherMetrics
+from clearance_watcher.oversize import shrink
 
 log = ContextLogger(logging.getLogger(__name__))
 
@@ -55,30 +59,7 @@ WATCH_KEY_HEADER: Final = "Clearance-Watch-Key"
 WATCH_RESUME_HEADER: Final = "Clearance-Watch-Resume"
 """resourceVersion up to which every event of that informer was acknowledged."""
 
-_KEEP_LABELS: Final = frozenset(
-    {labels.MCAD_APPWRAPPER, labels.CODEFLARE_APPWRAPPER, labels.NAMESPACE, labels.ATTEMPT}
-)
-
-
-def identity_only(obj: Snapshot) -> Snapshot:
-    """The same object with nothing but identity (kind, apiVersion, metadata)."""
-    if isinstance(obj, PodObject):
-        return PodObject(metadata=obj.metadata)
-    if isinstance(obj, NodeObject):
-        return NodeObject(metadata=obj.metadata)
-    if isinstance(obj, AppWrapperObject):
-        return AppWrapperObject(metadata=obj.metadata, kind=obj.kind, api_version=obj.api_version)
-    return obj
-
-
-def _reduced(event: KubeEvent, obj: Snapshot, message: str, dropped: tuple[str, ...]) -> KubeEvent:
-    """``event`` carrying the reduced ``obj``, its ``problem`` saying what was left out."""
-    before = event.problem
-    if before is None:
-        problem = SnapshotProblem(message=message, path="$", dropped=dropped)
-    else:  # already partial: keep what failed first, add what the reduction left out
-        problem = msgspec.structs.replace(before, dropped=(*before.dropped, *dropped))
-    return msgspec.structs.replace(event, object=obj, problem=problem)
+_MAX_PAUSE: Final = 10.0
 
 
 class Progress:
@@ -126,18 +107,78 @@ class Progress:
         return out
 
 
-@dataclass
+class AckInbox:
+    """PubAcks of pipelined publishes, on one reply subscription (like nats-py's
+    ``publish_async``, without its per-message JSON model and random token).
+
+    Each send gets the reply subject ``<inbox>.<n>``; its future resolves to whether the
+    stream reported a duplicate, or fails with the stream's error (no stream: 503).
+    """
+
+    def __init__(self, nc: NatsClient) -> None:
+        self.nc = nc
+        self.prefix = ""
+        self._futures: dict[str, asyncio.Future[bool]] = {}
+        self._next = 0
+        self._sub: Any = None
+
+    async def send(
+        self, subject: str, data: bytes, *, headers: dict[str, str]
+    ) -> asyncio.Future[bool]:
+        if self._sub is None:
+            self.prefix = self.nc.new_inbox() + "."
+            self._sub = await self.nc.subscribe(self.prefix + "*", cb=self._on_reply)
+        self._next += 1
+        token = str(self._next)
+        future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self._futures[token] = future
+        try:
+            await self.nc.publish(subject, data, reply=self.prefix + token, headers=headers)
+        except BaseException:
+            future.cancel()
+            raise
+        return future
+
+    def prune(self) -> None:
+        """Forget sends given up on (their ack, if it ever comes, is ignored)."""
+        for token in [t for t, f in self._futures.items() if f.done()]:
+            del self._futures[token]
+
+    async def _on_reply(self, msg: Msg) -> None:
+        future = self._futures.pop(msg.subject[len(self.prefix) :], None)
+        if future is None or future.done():
+            return
+        if msg.headers and msg.headers.get(api.Header.STATUS) == "503":
+            future.set_exception(nats.js.errors.NoStreamResponseError())
+            return
+        data = msg.data
+        if b'"error"' in data:
+            error = json.loads(data).get("error") or {}
+            future.set_exception(nats.js.errors.APIError.from_error(error))
+            return
+        # nats-server writes '"duplicate": true' (with a space); accept both spellings.
+        future.set_result(b'"duplicate":' in data and b"true" in data.split(b'"duplicate":')[1])
+
+
+@dataclass(eq=False)
 class _Pending:
     event: KubeEvent
     progress: Progress
     submitted: float
+    subject: str
     done: asyncio.Future[None] = field(
         default_factory=lambda: asyncio.get_running_loop().create_future()
     )
+    data: bytes | None = None
+    rounds: int = 0
+    """Failed sends so far (the pause before the next grows with it)."""
+    sent: float = 0.0
+    ack: asyncio.Future[Any] | None = None
+    """The PubAck of the pipelined send in flight, if any."""
 
 
 class Publisher:
-    """Publishes kube events with per-subject order and at most ``max_in_flight`` pending."""
+    """Publishes kube events pipelined, in order per subject, at most ``max_in_flight`` pending."""
 
     def __init__(
         self,
@@ -163,20 +204,30 @@ class Publisher:
         self.retry_pause = retry_pause
         self.clock = clock
         self._slots = asyncio.Semaphore(max_in_flight)
-        self._tails: dict[str, asyncio.Future[None]] = {}
-        self._tasks: set[asyncio.Task[None]] = set()
         self._pending: dict[int, _Pending] = {}
-        self._closing = False
+        """Accepted and not yet acknowledged, by id (insertion order = submission order)."""
+        self._chains: dict[str, deque[_Pending]] = {}
+        """Subject → events queued behind the one of that subject in flight."""
+        self._ready: deque[_Pending] = deque()
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._sender: asyncio.Task[None] | None = None
+        self._sweeper: asyncio.Task[None] | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        """Retry pauses and span-carrying publishes."""
+        self._counted: dict[tuple[str, str], Any] = {}
+        self._acks = AckInbox(js._nc)
+        self._by_kind: dict[tuple[str, str], Any] = {}
+        metrics.in_flight.set_function(lambda: len(self._pending))
 
     @property
     def in_flight(self) -> int:
-        return len(self._tasks)
+        return len(self._pending)
 
     def oldest_pending_age(self) -> float:
-        if not self._pending:
-            return 0.0
-        now = self.clock()
-        return max(0.0, now - min(p.submitted for p in self._pending.values()))
+        for pending in self._pending.values():
+            return max(0.0, self.clock() - pending.submitted)
+        return 0.0
 
     async def submit(
         self, event: KubeEvent, *, progress: Progress, rv: str | None
@@ -211,65 +262,166 @@ class Publisher:
         subject = event.subject()
         if isinstance(event, KubeAppWrapperEvent):
             self.cycles.observe(event)
-        pending = _Pending(event, progress, self.clock())
-        previous = self._tails.get(subject)
-        self._tails[subject] = pending.done
+        pending = _Pending(event, progress, self.clock(), subject)
         progress.track(rv, pending.done)
-        task = asyncio.create_task(self._run(subject, pending, previous))
-        self._tasks.add(task)
         self._pending[id(pending)] = pending
-        task.add_done_callback(lambda t: self._finished(t, subject, pending))
-        self.metrics.in_flight.set(len(self._tasks))
+        self._idle.clear()
+        chain = self._chains.get(subject)
+        if chain is None:
+            self._chains[subject] = deque()
+            self._make_ready(pending)
+        else:
+            chain.append(pending)
         return pending.done
 
-    def _finished(self, task: asyncio.Task[None], subject: str, pending: _Pending) -> None:
-        self._tasks.discard(task)
-        self._pending.pop(id(pending), None)
-        self._slots.release()
-        if self._tails.get(subject) is pending.done:
-            del self._tails[subject]
-        if not pending.done.done():
-            # Cancelled (shutdown): successors on the subject must not wait forever.
-            pending.done.cancel()
-        self.metrics.in_flight.set(len(self._tasks))
+    def _make_ready(self, pending: _Pending, *, first: bool = False) -> None:
+        if first:
+            self._ready.appendleft(pending)
+        else:
+            self._ready.append(pending)
+        if self._sender is None or self._sender.done():
+            self._sender = asyncio.create_task(self._send_ready())
 
-    async def _run(
-        self, subject: str, pending: _Pending, previous: asyncio.Future[None] | None
-    ) -> None:
-        if previous is not None and not previous.done():
-            await asyncio.wait([previous])
+    async def _send_ready(self) -> None:
+        """Send what is ready, then end (the next ready event starts a new sender)."""
+        while self._ready:
+            await self._send(self._ready.popleft())
+
+    async def _send(self, pending: _Pending) -> None:
         event = pending.event
-        data = encode_event(event)
-        await self._publish(subject, event, data, pending.progress)
+        if pending.data is None:
+            pending.data = encode_event(event)
+        cycle = self.cycles.cycle_for(event)
+        if cycle is not None and self.cycle_tracer is not None:
+            # A deletion the tracker waits for: publish it inside the cycle's trace.
+            self._spawn(self._publish_traced(pending, cycle.traceparent))
+            return
+        headers = pending.progress.headers()
+        headers[bus.MSG_ID] = event.msg_id()
+        try:
+            ack = await self._acks.send(pending.subject, pending.data, headers=headers)
+        except nats.errors.MaxPayloadError:
+            self._spawn(self._publish_traced(pending, None))
+            return
+        except (nats.errors.Error, nats.js.errors.Error) as exc:  # connection trouble
+            self._failed(pending, exc)
+            return
+        pending.sent = self.clock()
+        pending.ack = ack
+        ack.add_done_callback(partial(self._acked, pending))
+        if self._sweeper is None or self._sweeper.done():
+            self._sweeper = asyncio.create_task(self._sweep())
+
+    async def _sweep(self) -> None:
+        """Give up on acks older than ``publish_timeout`` (their events are sent again).
+
+        One timer for the whole window instead of one per message; it ends when nothing
+        is in flight on the pipelined path."""
+        while True:
+            await asyncio.sleep(self.publish_timeout / 4)
+            deadline = self.clock() - self.publish_timeout
+            self._acks.prune()
+            waiting = False
+            for pending in list(self._pending.values()):
+                ack = pending.ack
+                if ack is None or ack.done():
+                    continue
+                waiting = True
+                if pending.sent <= deadline:
+                    ack.cancel()
+            if not waiting:
+                return
+
+    def _acked(self, pending: _Pending, ack: asyncio.Future[Any]) -> None:
+        pending.ack = None
+        if id(pending) not in self._pending:
+            return  # aborted meanwhile
+        if ack.cancelled():
+            self._failed(pending, TimeoutError(f"no PubAck within {self.publish_timeout}s"))
+            return
+        exc = ack.exception()
+        if exc is not None:
+            self._failed(pending, exc)
+            return
+        if self.bus_metrics is not None:
+            self._count(pending.event.event_type, duplicate=ack.result())
+        self._succeeded(pending)
+
+    def _count(self, kind: str, *, duplicate: bool) -> None:
+        assert self.bus_metrics is not None
+        stream = subjects.KUBE_STREAM
+        child = self._counted.get((stream, kind))
+        if child is None:
+            child = self._counted[(stream, kind)] = self.bus_metrics.published.labels(stream, kind)
+        child.inc()
+        if duplicate:
+            self.bus_metrics.duplicates.labels(stream).inc()
+
+    def _succeeded(self, pending: _Pending) -> None:
+        event = pending.event
         now = self.clock()
         self.metrics.publish_latency.observe(now - pending.submitted)
-        self.metrics.events.labels(event.kube_kind, event.action).inc()
+        counter = self._by_kind.get((event.kube_kind, event.action))
+        if counter is None:
+            counter = self.metrics.events.labels(event.kube_kind, event.action)
+            self._by_kind[(event.kube_kind, event.action)] = counter
+        counter.inc()
         if event.problem is not None:
             self.metrics.partial_events.labels(event.kube_kind).inc()
         lag = time.time() - event.observed_at.timestamp()
         self.metrics.lag.observe(max(0.0, lag))
-        pending.done.set_result(None)
+        if not pending.done.done():
+            pending.done.set_result(None)
+        self._release(pending)
 
-    async def _publish(
-        self, subject: str, event: KubeEvent, data: bytes, progress: Progress
+    def _release(self, pending: _Pending) -> None:
+        if self._pending.pop(id(pending), None) is None:
+            return  # aborted meanwhile: its slot was released then
+        self._slots.release()
+        chain = self._chains.get(pending.subject)
+        if chain:
+            self._make_ready(chain.popleft())
+        elif chain is not None:
+            del self._chains[pending.subject]
+        if not self._pending:
+            self._idle.set()
+
+    def _failed(self, pending: _Pending, exc: BaseException) -> None:
+        """Hand the event to the one-by-one path (retries with the same Msg-Id, stream
+        re-provisioning, growing pauses); its subject stays blocked until it is stored."""
+        pending.rounds += 1
+        self.metrics.publish_stalls.inc()
+        log.warning(
+            "pipelined publish failed; retrying with the same msg id",
+            extra={
+                "subject": pending.subject,
+                "msg_id": pending.event.msg_id(),
+                "error": f"{type(exc).__name__}: {exc}",
+            },
+        )
+        self._spawn(self._publish_traced(pending, None, pause=self.retry_pause))
+
+    async def _publish_traced(
+        self, pending: _Pending, traceparent: str | None, *, pause: float = 0.0
     ) -> None:
-        msg_id = event.msg_id()
+        """One event through :func:`clearance.bus.publish` (span, retries, trimming)."""
+        if pause:
+            await asyncio.sleep(pause)
+        event, data = pending.event, pending.data
+        assert data is not None
         tracer, parent, span_name = self.tracer, None, None
-        cycle = self.cycles.cycle_for(event)
-        if cycle is not None and self.cycle_tracer is not None:
-            # A deletion the tracker waits for: publish it inside the cycle's trace.
+        if traceparent is not None:
             tracer = self.cycle_tracer
-            parent = context_from_traceparent(cycle.traceparent)
+            parent = context_from_traceparent(traceparent)
             span_name = f"observe {event.kube_kind} {event.action.lower()}"
-        rounds = 0
         while True:
             try:
                 await bus.publish(
                     self.js,
-                    subject,
+                    pending.subject,
                     data,
-                    msg_id=msg_id,
-                    headers=progress.headers(),
+                    msg_id=event.msg_id(),
+                    headers=pending.progress.headers(),
                     tracer=tracer,
                     parent=parent,
                     span_name=span_name,
@@ -277,93 +429,54 @@ class Publisher:
                     timeout=self.publish_timeout,
                     event_type=event.event_type,
                 )
-                return
+                break
             except nats.errors.MaxPayloadError:
-                smaller = self._shrink(event, data)
+                smaller = shrink(event, data, metrics=self.metrics)
                 if smaller is None:
-                    return
+                    break
                 event, data = smaller
             except (bus.PublishError, nats.errors.Error, TimeoutError) as exc:
-                rounds += 1
+                pending.rounds += 1
                 self.metrics.publish_stalls.inc()
                 log.warning(
                     "publish keeps failing; retrying with the same msg id",
                     extra={
-                        "subject": subject,
-                        "msg_id": msg_id,
-                        "rounds": rounds,
+                        "subject": pending.subject,
+                        "msg_id": event.msg_id(),
+                        "rounds": pending.rounds,
                         "error": f"{type(exc).__name__}: {exc}",
                     },
                 )
-                await asyncio.sleep(min(self.retry_pause * rounds, 10.0))
+                await asyncio.sleep(min(self.retry_pause * pending.rounds, _MAX_PAUSE))
+        pending.event = event
+        self._succeeded(pending)
 
-    def _shrink(self, event: KubeEvent, data: bytes) -> tuple[KubeEvent, bytes] | None:
-        """Fit an event above the NATS max payload: drop foreign labels, then all but identity.
-
-        An ADDED/MODIFIED AppWrapper cannot lose its spec (the dispatcher acts on it), so
-        it is dropped with an error instead; a DELETED is always kept, as identity at least.
-        """
-        obj = event.object
-        meta = obj.metadata
-        who = {
-            "kind": event.kube_kind,
-            "action": event.action,
-            "namespace": meta.namespace,
-            "object_name": meta.name,
-            "uid": meta.uid,
-            "bytes": len(data),
-        }
-        smaller: KubeEvent | None = None
-        outcome = ""
-        too_large = f"event of {len(data)} bytes is above the NATS max payload"
-        if any(key not in _KEEP_LABELS for key in meta.labels):
-            kept = {k: v for k, v in meta.labels.items() if k in _KEEP_LABELS}
-            trimmed = msgspec.structs.replace(meta, labels=kept)
-            smaller = _reduced(
-                event,
-                msgspec.structs.replace(obj, metadata=trimmed),
-                f"{too_large}: labels not set by Clearance or MCAD dropped",
-                ("$.metadata.labels",),
-            )
-            outcome = "trimmed"
-        elif event.action == "DELETED" or event.kube_kind in ("pod", "node"):
-            bare = identity_only(obj)
-            if bare is not obj:
-                smaller = _reduced(
-                    event,
-                    bare,
-                    f"{too_large}: only its identity is published",
-                    ("$.spec", "$.status"),
-                )
-                outcome = "identity"
-        if smaller is not None:
-            encoded = encode_event(smaller)
-            if len(encoded) < len(data):
-                log.warning(
-                    "event above the NATS max payload; publishing a reduced snapshot",
-                    extra={**who, "reduced_to": outcome, "reduced_bytes": len(encoded)},
-                )
-                self.metrics.oversized.labels(event.kube_kind, outcome).inc()
-                return smaller, encoded
-        log.error("event above the NATS max payload cannot be published; dropped", extra=who)
-        self.metrics.oversized.labels(event.kube_kind, "dropped").inc()
-        return None
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     async def flush(self, *, timeout: float) -> bool:
         """Wait until every accepted event is acknowledged; False on timeout."""
-        deadline = time.monotonic() + timeout
-        while self._tasks:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return False
-            await asyncio.wait(set(self._tasks), timeout=remaining)
-        return True
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._idle.wait(), timeout)
+        return not self._pending
 
     async def abort(self) -> None:
-        """Cancel every pending publish (they are idempotent; a successor redoes them)."""
+        """Drop every pending publish (they are idempotent; a successor redoes them)."""
         tasks = set(self._tasks)
+        tasks |= {t for t in (self._sender, self._sweeper) if t is not None}
         for task in tasks:
             task.cancel()
         for task in tasks:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
+        self._sender = self._sweeper = None
+        for pending in list(self._pending.values()):
+            # Not acknowledged: successors on the subject and Progress must not count it.
+            pending.done.cancel()
+            self._pending.pop(id(pending), None)
+            self._slots.release()
+        self._chains.clear()
+        self._ready.clear()
+        self._idle.set()

@@ -140,8 +140,11 @@ class Teardown:
             deleted = await delete_items(rt.kube, rt.discovery, spec, attempt=attempt)
             rt.crash_point("teardown.deleted")
             inventory: list[ObjectRef] = list(deleted)
+            listed = {ref.uid for ref in deleted}  # a bare-Pod item is one object, one entry
             for pod in rt.state.pods_of(key):
                 found = labels.attempt_of(pod.metadata.labels)
+                if pod.metadata.uid in listed:
+                    continue
                 if found is None or found <= attempt:
                     inventory.append(
                         ObjectRef(
