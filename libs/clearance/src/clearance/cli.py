@@ -1,6 +1,8 @@
 """The ``clearance`` command: tools for people around the services.
 
 ``clearance events`` tails cycle events or alerts (see :mod:`clearance.tailing`);
+``clearance explain NAMESPACE/NAME`` says why one AppWrapper is not running (see
+:mod:`clearance.explaining` and :mod:`clearance.explanation`);
 ``clearance demo`` runs the seed scenario end to end (see :mod:`clearance.demo`).
 NATS connection settings come from the same ``CLEARANCE_*`` variables as the services.
 """
@@ -72,6 +74,38 @@ def build_parser() -> argparse.ArgumentParser:
         help="print stored events and exit instead of following new ones",
     )
 
+    explain = commands.add_parser(
+        "explain",
+        help="why is this AppWrapper not running? state, cycle, blockers, next step",
+        description=(
+            "One screen for one AppWrapper: its state and attempt, the current requeue "
+            "cycle's timeline (requeued, teardown started, alerts, forced, confirmed, "
+            "cleared, redispatched), what blocks it now (each remaining object with its "
+            "diagnosis), the next escalation step and when, and commands that unblock it. "
+            "Reads only with your access: the Kubernetes API through your kubeconfig "
+            "(KUBECONFIG, --kubeconfig, --context), NATS through CLEARANCE_NATS_URL, "
+            "CLEARANCE_NATS_CREDS, CLEARANCE_NATS_USER/_PASSWORD and CLEARANCE_NATS_TLS_*. "
+            "Exit status 1 with one line on stderr when it cannot (unknown AppWrapper, no "
+            "permission, API server or NATS unreachable)."
+        ),
+        epilog=(
+            "examples:\n"
+            "  clearance explain team-a/train-llm\n"
+            "  clearance explain team-a/train-llm --json | jq .next"
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    explain.add_argument("target", metavar="NAMESPACE/NAME", help="the AppWrapper")
+    explain.add_argument("--json", action="store_true", help="one JSON document for scripts")
+    explain.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG)")
+    explain.add_argument("--context", help="kubeconfig context (default: the current one)")
+    explain.add_argument(
+        "--timeout",
+        type=_duration,
+        default=timedelta(seconds=10),
+        help="bound of each API request and of connecting to NATS (default 10s)",
+    )
+
     demo = commands.add_parser(
         "demo",
         help="run the seed scenario on embedded NATS + kubesim with the three services",
@@ -90,7 +124,24 @@ def build_parser() -> argparse.ArgumentParser:
         help="how long the evicted pod stays Terminating before it goes (default 12s)",
     )
     demo.add_argument(
-        "--workdir", help="keep logs and the kubeconfig in this directory (default: temporary)"
+        "--workload",
+        choices=("pod", "pytorchjob"),
+        default="pod",
+        help="what the AppWrapper wraps: one bare pod (default), or the seed's own example, a "
+        "PyTorchJob of 1 master + 3 workers whose worker-1 gets stuck",
+    )
+    demo.add_argument(
+        "--ha",
+        action="store_true",
+        help="run it the way the prod overlay deploys: a 3-node NATS cluster (R3 streams), two "
+        "tracker and two dispatcher replicas; right after the requeue, kill -9 the NATS node "
+        "leading the cycle stream and the dispatcher leader, narrate the fail-overs, then "
+        "start the node again on its store (the pod workload only)",
+    )
+    demo.add_argument(
+        "--workdir",
+        help="keep logs, the kubeconfig, the events seen (events.jsonl) and kubesim's write "
+        "history (kubesim-history.json) in this directory (default: temporary)",
     )
     return parser
 
@@ -124,6 +175,33 @@ async def _run_events(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+async def _run_explain(args: argparse.Namespace) -> int:
+    from clearance.explaining import ExplainError, ExplainRequest, gather, parse_target
+    from clearance.explanation import explain
+    from clearance.explanation_text import as_json, render
+
+    try:
+        namespace, name = parse_target(args.target)
+    except ValueError as exc:
+        print(f"clearance explain: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    request = ExplainRequest(
+        namespace=namespace,
+        name=name,
+        settings=CommonSettings.from_env(),
+        timeout=args.timeout.total_seconds(),
+        kubeconfig=args.kubeconfig,
+        context=args.context,
+    )
+    try:
+        explanation = explain(await gather(request))
+    except ExplainError as exc:
+        print(f"clearance explain: {exc}", file=sys.stderr)
+        return EXIT_FAILURE
+    print(as_json(explanation) if args.json else "\n".join(render(explanation)), flush=True)
+    return EXIT_OK
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     # Connection retries are logged as warnings by the bus; a CLI reports the outcome once.
@@ -131,9 +209,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "events":
             return asyncio.run(_run_events(args))
+        if args.command == "explain":
+            return asyncio.run(_run_explain(args))
         from clearance.demo import run_demo
 
-        return run_demo(stuck_for=args.stuck_for, workdir=args.workdir)
+        if args.ha and args.workload != "pod":
+            print("clearance demo: --ha runs the pod workload only", file=sys.stderr)
+            return EXIT_USAGE
+        return run_demo(
+            stuck_for=args.stuck_for, workdir=args.workdir, workload=args.workload, ha=args.ha
+        )
     except SettingsError as exc:
         print(f"clearance: {exc}", file=sys.stderr)
         return EXIT_USAGE

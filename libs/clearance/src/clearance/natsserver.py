@@ -214,6 +214,14 @@ class NatsServer:
         self._wait_ready_blocking(timeout)
         return self
 
+    def spawn(self) -> None:
+        """Spawn the server without waiting (a cluster spawns every node, then waits)."""
+        self._spawn()
+
+    def wait_ready(self, *, timeout: float = DEFAULT_START_TIMEOUT) -> None:
+        """Block until JetStream reports enabled; raises (and stops it) past ``timeout``."""
+        self._wait_ready_blocking(timeout)
+
     def stop(self, *, grace: float = _STOP_GRACE) -> None:
         """SIGTERM, wait up to ``grace`` seconds, then SIGKILL; always reaps the child."""
         proc = self._proc

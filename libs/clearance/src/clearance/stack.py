@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
+from clearance.natscluster import NatsCluster
 from clearance.natsserver import NatsServer
 from clearance.processes import ServiceProcess, free_port, venv_script
 from clearance.traces import TraceReceiver
@@ -47,6 +48,12 @@ class StackConfig:
     services: Sequence[str] = SERVICES
     traces: bool = True
     ready_timeout: float = 60.0
+    crd: str | None = None
+    """The AppWrapper CRD (YAML) kubesim serves; None: the one shipped (deploy/crd)."""
+    nats_nodes: int = 1
+    """1: one embedded nats-server; 3 (or 5): a JetStream cluster of that many nodes, the
+    services told every node's URL and ``CLEARANCE_STREAM_REPLICAS`` set to the node count
+    unless ``env`` says otherwise."""
 
 
 class StackError(RuntimeError):
@@ -60,6 +67,8 @@ class LocalStack:
         self.config = config
         self.workdir = config.workdir
         self.nats: NatsServer | None = None
+        self.cluster: NatsCluster | None = None
+        """The NATS cluster when ``nats_nodes`` > 1 (then ``nats`` is None)."""
         self.kubesim: ServiceProcess | None = None
         self.kubesim_url = ""
         self.kubeconfig = self.workdir / "kubeconfig"
@@ -68,6 +77,9 @@ class LocalStack:
 
     @property
     def nats_url(self) -> str:
+        """The NATS URL(s) the services get (comma-separated for a cluster)."""
+        if self.cluster is not None:
+            return self.cluster.url
         assert self.nats is not None, "stack not started"
         return self.nats.url
 
@@ -75,8 +87,12 @@ class LocalStack:
         self.workdir.mkdir(parents=True, exist_ok=True)
         if self.config.traces:
             self.receiver = await TraceReceiver().start()
-        self.nats = NatsServer(self.workdir / "nats" / "store")
-        await self.nats.astart()
+        if self.config.nats_nodes > 1:
+            self.cluster = NatsCluster(self.workdir / "nats", size=self.config.nats_nodes)
+            await self.cluster.astart()
+        else:
+            self.nats = NatsServer(self.workdir / "nats" / "store")
+            await self.nats.astart()
         self._start_kubesim()
         for name in self.config.services:
             self.services[name] = self._service(name).start()
@@ -86,7 +102,7 @@ class LocalStack:
 
     def _start_kubesim(self) -> None:
         crd = self.workdir / "appwrapper-crd.yaml"
-        crd.write_text(appwrapper_crd())
+        crd.write_text(self.config.crd if self.config.crd is not None else appwrapper_crd())
         port = free_port()
         command = [
             venv_script("kubesim"),
@@ -130,6 +146,11 @@ class LocalStack:
             "CLEARANCE_HTTP_HOST": "127.0.0.1",
             "CLEARANCE_HTTP_PORT": str(http_port),
             "OTEL_SERVICE_NAME": f"clearance-{name}",
+            **(
+                {"CLEARANCE_STREAM_REPLICAS": str(self.config.nats_nodes)}
+                if self.config.nats_nodes > 1
+                else {}
+            ),
             **self.config.env,
             **self.config.service_env.get(name, {}),
         }
@@ -140,9 +161,13 @@ class LocalStack:
     def _service(self, name: str, *, replica: int = 0) -> ServiceProcess:
         port = free_port()
         suffix = f"-{replica}" if replica else ""
+        # Each instance is its own "pod": in Kubernetes HOSTNAME is the pod's name, and the
+        # tracker replicas tell themselves apart by it (their replica id). On one host they
+        # would all share the host name and each act as the owner of the other's records.
+        pod = {"HOSTNAME": f"clearance-{name}-{replica}"}
         return ServiceProcess(
             [venv_script(f"clearance-{name}")],
-            env=self.service_environment(name, http_port=port),
+            env={**pod, **self.service_environment(name, http_port=port)},
             log_path=self.workdir / "logs" / f"{name}{suffix}.log",
             http_port=port,
         )
@@ -207,6 +232,9 @@ class LocalStack:
         if self.nats is not None:
             with contextlib.suppress(Exception):
                 await self.nats.astop()
+        if self.cluster is not None:
+            with contextlib.suppress(Exception):
+                await self.cluster.astop()
         if self.receiver is not None:
             with contextlib.suppress(Exception):
                 await self.receiver.stop()
