@@ -58,6 +58,7 @@ from clearance import events
 from clearance.processes import venv_script
 from clearance.stack import LocalStack
 
+REPO = Path(__file__).resolve().parents[2]
 AW = "explain-job"
 POD = "explain-job-0"
 STUCK_ALERT, FORCE, PAUSE, GRACE = 2, 6, 1, 30
@@ -497,6 +498,32 @@ async def test_the_line_check_catches_a_stale_diagnosis(run: ExplainRun) -> None
     assert any("in its grace period" in line for line in run.stale.lines)
     with pytest.raises(AssertionError, match="line"):
         check_lines(run.stale.lines, moment_held(run, run.held))
+
+
+def shape(lines: Sequence[str]) -> list[str]:
+    """What each line of a screen is: its label, a timeline entry, an object, a cause, a command."""
+    kinds = []
+    for line in lines:
+        if re.match(r"  \d\d:\d\d:\d\dZ ", line):
+            kinds.append("entry")
+        elif line.startswith("    - "):
+            kinds.append("cause")
+        elif line.startswith("  kubectl "):
+            kinds.append("command")
+        elif line.startswith("  "):
+            kinds.append("object")
+        else:
+            kinds.append(line.split()[0])
+    return kinds
+
+
+async def test_the_readme_capture_has_the_shape_of_the_screen_stuck_in_grace(
+    run: ExplainRun,
+) -> None:
+    readme = (REPO / "README.md").read_text()
+    section = readme.split("## Operating it", 1)[1].split("\n## ", 1)[0]
+    capture = section.split("$ clearance explain default/seed-job\n", 1)[1].split("```", 1)[0]
+    assert shape(capture.splitlines()) == shape(run.in_grace.text.lines)
 
 
 @pytest.mark.parametrize(
