@@ -34,6 +34,7 @@ import msgspec
 import pytest
 from nats.aio.client import Client as NatsClient
 from nats.js import api
+from tests.support.polling import eventually as eventually  # the one eventually, re-exported
 
 from clearance import attributes, bus, events, labels, subjects
 from clearance.kube import EVENTS, JOBS, PODS, Kube, KubeConfig, KubeError, Resource
@@ -377,6 +378,39 @@ class Write:
     kind: str
     name: str
     uid: str
+    labels: Mapping[str, str] = field(default_factory=dict)
+    """The object's labels at this commit."""
+    time: float = 0.0
+    """Commit time (seconds since the epoch, the services' clock)."""
+
+    @classmethod
+    def from_json(cls, entry: Mapping[str, Any]) -> Write:
+        """One item of ``GET /kubesim/v1/history``."""
+        return cls(
+            rv=int(entry["rv"]),
+            type=str(entry["type"]),
+            kind=str(entry["kind"]),
+            name=str(entry["name"]),
+            uid=str(entry["uid"]),
+            labels=dict(entry.get("labels") or {}),
+            time=float(entry.get("time") or 0.0),
+        )
+
+
+def attempts_from_history(history: Iterable[Write], appwrapper: str) -> dict[str, int | None]:
+    """uid → attempt of every object that carried ``appwrapper``'s label in any commit.
+
+    The write history records each commit's labels, so it classifies objects of every kind
+    (ReplicaSets, PyTorchJobs, …) without a watch of its own, short-lived ones included.
+    """
+    out: dict[str, int | None] = {}
+    for write in history:
+        if write.labels.get(labels.MCAD_APPWRAPPER) != labels.value_for(appwrapper):
+            continue
+        attempt = labels.attempt_of(dict(write.labels))
+        if out.get(write.uid) is None:
+            out[write.uid] = attempt
+    return out
 
 
 def coexistence_violations(
@@ -522,9 +556,7 @@ class Scenario:
         async with self.http.get(url, params={"namespace": NAMESPACE}) as response:
             response.raise_for_status()
             body = await response.json()
-        return [
-            Write(int(e["rv"]), e["type"], e["kind"], e["name"], e["uid"]) for e in body["items"]
-        ]
+        return [Write.from_json(e) for e in body["items"]]
 
     def attempts(self) -> dict[str, int | None]:
         merged: dict[str, int | None] = {}
@@ -534,20 +566,6 @@ class Scenario:
 
     async def safety_violations(self) -> list[str]:
         return coexistence_violations(await self.history(), self.attempts())
-
-
-async def eventually(
-    probe: Callable[[], Awaitable[Any]], *, timeout: float, what: str, interval: float = 0.1
-) -> Any:
-    """Poll ``probe`` until it returns something truthy; that value is returned."""
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = await probe()
-        if last:
-            return last
-        await asyncio.sleep(interval)
-    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what} (last: {last!r})")
 
 
 def pod_state(pod: Mapping[str, Any] | None) -> str:

@@ -7,12 +7,19 @@ process still pointing at the demo's work directory (in its command line or envi
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from e2e_support import Write, attempts_from_history, coexistence_violations
+
+from clearance import events, trainingdemo
 from clearance.processes import venv_script
 
 
@@ -84,3 +91,70 @@ def test_ctrl_c_mid_demo_leaves_no_process_behind(tmp_path: Path) -> None:
     code = demo.wait(timeout=30)
     assert code == 130, log.read_text()
     assert wait_gone(str(workdir), timeout=10) == [], log.read_text()
+
+
+def test_pytorchjob_demo_holds_worker_1_then_reruns_all_four_pods_under_the_same_names(
+    tmp_path: Path,
+) -> None:
+    """Issue 19 acceptance 3: the seed's own case, narrated, judged from NATS and kubesim."""
+    workdir, log = tmp_path / "demo", tmp_path / "demo.out"
+    demo = start_demo(workdir, log, "--workload", "pytorchjob", "--stuck-for", "7s")
+    code = demo.wait(timeout=150)
+    output = log.read_text()
+    assert code == 0, output
+    steps = (
+        "4 pods Running (attempt 1)",
+        "lose node-",
+        "deletion.stuck",
+        "deletion.forced",
+        f"{trainingdemo.STUCK} still Terminating, still attempt 1",
+        "cleared",
+        "redispatched",
+        "4 pods Running again (attempt 2), same names, new UIDs",
+        "AppWrapper state Running, running 4, requeues 1",
+    )
+    order = []
+    for step in steps:
+        assert step in output, f"{step!r} missing from the demo output:\n{output}"
+        order.append(output.index(step))
+    assert order == sorted(order), output
+    assert wait_gone(str(workdir), timeout=5) == []
+
+    # What users saw on NATS (every cycle event and alert, kept by the demo).
+    seen = [events.decode(line) for line in (workdir / "events.jsonl").read_bytes().splitlines()]
+
+    def of(kind: type[events.Event]) -> list[events.Event]:
+        return [e for e in seen if isinstance(e, kind)]
+
+    [teardown] = of(events.CycleTeardownStarted)
+    [alert] = [
+        e for e in of(events.AlertDeletionStuck) if isinstance(e, events.AlertDeletionStuck)
+        and e.step == "stuck_alert"
+    ]  # fmt: skip
+    assert trainingdemo.STUCK in {s.object.name for s in alert.stuck}, alert
+    [forced] = of(events.CycleDeletionForced)
+    assert isinstance(forced, events.CycleDeletionForced)
+    assert trainingdemo.STUCK in {o.name for o in forced.objects}
+    at_force = (forced.occurred_at - teardown.occurred_at).total_seconds()
+    assert trainingdemo.FORCE - 0.5 <= at_force <= trainingdemo.FORCE + 3, at_force
+    [cleared] = of(events.CycleCleared)
+    assert isinstance(cleared, events.CycleCleared)
+    assert [getattr(e, "attempt", 0) for e in of(events.CycleRequeued)] == [1]
+    assert [getattr(e, "attempt", 0) for e in of(events.CycleDispatched)] == [1, 2]
+    [second] = [e for e in of(events.CycleDispatched) if getattr(e, "attempt", 0) == 2]
+    assert second.occurred_at >= cleared.cleared_at
+
+    # kubesim's write history: same names in attempt 2, new UIDs, never both attempts at once.
+    history = [
+        Write.from_json(e) for e in json.loads((workdir / "kubesim-history.json").read_text())
+    ]
+    attempts = attempts_from_history(history, trainingdemo.APPWRAPPER)
+    pods: dict[int, dict[str, str]] = {1: {}, 2: {}}
+    for w in history:
+        if w.kind == "Pod" and w.type == "ADDED" and attempts.get(w.uid) in pods:
+            pods[attempts[w.uid] or 0][w.name] = w.uid
+    assert set(pods[1]) == set(pods[2]) == set(trainingdemo.POD_NAMES), pods
+    assert not set(pods[1].values()) & set(pods[2].values())
+    gone = max(w.time for w in history if w.uid == pods[1][trainingdemo.STUCK])
+    assert cleared.cleared_at.timestamp() >= gone  # cleared only once worker-1 was gone
+    assert coexistence_violations(history, attempts) == []

@@ -124,7 +124,16 @@ def build_parser() -> argparse.ArgumentParser:
         help="how long the evicted pod stays Terminating before it goes (default 12s)",
     )
     demo.add_argument(
-        "--workdir", help="keep logs and the kubeconfig in this directory (default: temporary)"
+        "--workload",
+        choices=("pod", "pytorchjob"),
+        default="pod",
+        help="what the AppWrapper wraps: one bare pod (default), or the seed's own example, a "
+        "PyTorchJob of 1 master + 3 workers whose worker-1 gets stuck",
+    )
+    demo.add_argument(
+        "--workdir",
+        help="keep logs, the kubeconfig, the events seen (events.jsonl) and kubesim's write "
+        "history (kubesim-history.json) in this directory (default: temporary)",
     )
     return parser
 
@@ -196,7 +205,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return asyncio.run(_run_explain(args))
         from clearance.demo import run_demo
 
-        return run_demo(stuck_for=args.stuck_for, workdir=args.workdir)
+        return run_demo(stuck_for=args.stuck_for, workdir=args.workdir, workload=args.workload)
     except SettingsError as exc:
         print(f"clearance: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -12,7 +12,10 @@ no churn. When the pod finally goes (the node comes back and the finalizer's own
 Everything runs as separate processes on loopback (embedded nats-server, kubesim, the three
 services); the demo itself is just another client: it narrates what it reads from NATS and
 the API, prints the alerts as they arrive, the cycle's trace as a waterfall and key metrics,
-and stops everything on exit or Ctrl-C.
+and stops everything on exit or Ctrl-C. ``--workload pytorchjob`` runs the same story with the
+seed's own example, a PyTorchJob (:mod:`clearance.trainingdemo`). With ``--workdir`` the demo
+keeps, besides the logs, every cycle event and alert it saw (``events.jsonl``) and kubesim's
+write history (``kubesim-history.json``), so the run can be judged from the outside afterwards.
 """
 
 from __future__ import annotations
@@ -26,23 +29,26 @@ import time
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Final, Literal
 
 import msgspec
 
-from clearance import bus, events, subjects
+from clearance import bus, events, narration, subjects
 from clearance.kube import PODS, Kube, KubeConfig, KubeError, Resource
 from clearance.settings import CommonSettings
 from clearance.stack import LocalStack, StackConfig
-from clearance.tailing import describe
 
 NAMESPACE = "default"
 APPWRAPPER = "seed-job"
 POD = "seed-job-0"
 FINALIZER = "demo.clearance.dev/volume-detach"
 APPWRAPPERS = Resource("workload.codeflare.dev", "v1beta1", "appwrappers", "AppWrapper")
+Workload = Literal["pod", "pytorchjob"]
+WORKLOADS: Final[tuple[Workload, ...]] = ("pod", "pytorchjob")
+EVENTS_FILE: Final = "events.jsonl"
+HISTORY_FILE: Final = "kubesim-history.json"
 
-KUBESIM_FLAGS = (
+KUBESIM_FLAGS: tuple[str, ...] = (
     "--node-monitor-grace", "2s",
     "--node-monitor-period", "500ms",
     "--default-toleration", "2s",
@@ -116,46 +122,20 @@ def seed_appwrapper() -> dict[str, Any]:
     }
 
 
-class _PodView(msgspec.Struct):
-    metadata: dict[str, Any]
-    spec: dict[str, Any] = msgspec.field(default_factory=dict)
-    status: dict[str, Any] = msgspec.field(default_factory=dict)
-
-
-class Narrator:
-    """Timestamped lines relative to the demo's start."""
-
-    def __init__(self, out: Callable[[str], None]) -> None:
-        self.started = time.monotonic()
-        self.out = out
-
-    def say(self, text: str) -> None:
-        self.out(f"[{time.monotonic() - self.started:6.1f}s] {text}")
-
-    def step(self, text: str) -> None:
-        self.say(f">>> {text}")
-
-
-async def _pod(kube: Kube) -> _PodView | None:
+async def _pod(kube: Kube) -> narration.PodView | None:
     try:
-        return msgspec.json.decode(await kube.get(PODS, POD, namespace=NAMESPACE), type=_PodView)
+        return msgspec.json.decode(
+            await kube.get(PODS, POD, namespace=NAMESPACE), type=narration.PodView
+        )
     except KubeError as exc:
         if exc.not_found:
             return None
         raise
 
 
-def _pod_state(pod: _PodView | None) -> str:
-    if pod is None:
-        return "absent"
-    if pod.metadata.get("deletionTimestamp"):
-        return "Terminating"
-    return str(pod.status.get("phase", "Pending"))
-
-
 async def _wait_pod(
-    kube: Kube, predicate: Callable[[_PodView | None], bool], *, timeout: float, what: str
-) -> _PodView | None:
+    kube: Kube, predicate: Callable[[narration.PodView | None], bool], *, timeout: float, what: str
+) -> narration.PodView | None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         pod = await _pod(kube)
@@ -165,83 +145,22 @@ async def _wait_pod(
     raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
 
 
-async def _follow(nc: Any, stream: str, subject: str, sink: asyncio.Queue[events.Event]) -> None:
-    from nats.js import api
-
-    js = nc.jetstream()
-    sub = await js.subscribe(
-        subject,
-        stream=stream,
-        ordered_consumer=True,
-        config=api.ConsumerConfig(deliver_policy=api.DeliverPolicy.ALL),
-    )
-    try:
-        while True:
-            try:
-                msg = await sub.next_msg(timeout=1.0)
-            except TimeoutError:
-                continue
-            with contextlib.suppress(events.EventDecodeError):
-                await sink.put(events.decode(msg.data))
-    finally:
-        with contextlib.suppress(Exception):
-            await sub.unsubscribe()
-
-
-async def _await_event(
-    queue: asyncio.Queue[events.Event],
-    narrator: Narrator,
-    predicate: Callable[[events.Event], bool],
-    *,
-    timeout: float,
-    what: str,
-) -> events.Event:
-    """Narrate every cycle event and alert until one matches ``predicate``."""
-    async with asyncio.timeout(timeout):
-        while True:
-            event = await queue.get()
-            if isinstance(event, events.AlertEvent):
-                narrator.say(f"ALERT {describe(event)}")
-            elif isinstance(event, events.CycleEvent):
-                narrator.say(f"cycle {describe(event)}")
-            if predicate(event):
-                return event
-    raise TimeoutError(what)  # pragma: no cover - asyncio.timeout raises first
-
-
-def _metrics_summary(stack: LocalStack) -> list[str]:
-    wanted = (
-        "clearance_dispatcher_requeues_total",
-        "clearance_dispatcher_dispatches_total",
-        "clearance_dispatcher_redispatch_latency_seconds_sum",
-        "clearance_tracker_teardowns_started_total",
-        "clearance_cleared_total",
-        "clearance_escalations_total",
-        "clearance_objects_stuck ",
-        "clearance_teardown_duration_seconds_sum",
-        "clearance_tracker_confirmations_total",
-        "clearance_watcher_tombstones_total",
-        "clearance_watcher_relists_total",
-    )
-    lines: list[str] = []
-    for name, process in stack.services.items():
-        with contextlib.suppress(OSError):
-            status, body = process.http_get("/metrics")
-            if status != 200:
-                continue
-            for line in body.splitlines():
-                if line.startswith(wanted):
-                    lines.append(f"  {name:<11} {line}")
-    return lines
-
-
 async def run_scenario(
-    *, workdir: Path, stuck_for: timedelta, out: Callable[[str], None] = print
+    *,
+    workdir: Path,
+    stuck_for: timedelta,
+    out: Callable[[str], None] = print,
+    workload: Workload = "pod",
 ) -> int:
-    narrator = Narrator(out)
-    narrator.say("starting embedded nats-server, kubesim (2 nodes) and the three services …")
+    narrator = narration.Narrator(out)
+    # The PyTorchJob needs the CRD of kubesim's training-operator stand-in, and a third node:
+    # losing one node of two would leave one node for four pods and the demo's story uneven.
+    nodes, flags = 2, KUBESIM_FLAGS
+    if workload == "pytorchjob":
+        nodes, flags = (3, (*KUBESIM_FLAGS, "--builtin-crd", "pytorchjob"))
+    narrator.say(f"starting embedded nats-server, kubesim ({nodes} nodes) and the three services …")
     stack = LocalStack(
-        StackConfig(workdir=workdir, nodes=2, kubesim_flags=KUBESIM_FLAGS, env=SERVICE_ENV)
+        StackConfig(workdir=workdir, nodes=nodes, kubesim_flags=flags, env=SERVICE_ENV)
     )
     async with stack:
         narrator.say(
@@ -252,12 +171,23 @@ async def run_scenario(
         nc = await bus.connect(settings, name="clearance-demo", first_connect_timeout=10)
         kube = await Kube.connect(KubeConfig(kubeconfig=str(stack.kubeconfig)))
         queue: asyncio.Queue[events.Event] = asyncio.Queue()
+        keep = (workdir / EVENTS_FILE).open("wb")
         followers = [
-            asyncio.create_task(_follow(nc, subjects.CYCLE_STREAM, "clearance.cycle.v1.>", queue)),
-            asyncio.create_task(_follow(nc, subjects.ALERT_STREAM, "clearance.alert.v1.>", queue)),
+            asyncio.create_task(
+                narration.follow(nc, subjects.CYCLE_STREAM, "clearance.cycle.v1.>", queue, keep)
+            ),
+            asyncio.create_task(
+                narration.follow(nc, subjects.ALERT_STREAM, "clearance.alert.v1.>", queue, keep)
+            ),
         ]
         try:
-            await _scenario(stack, kube, queue, narrator, stuck_for)
+            if workload == "pytorchjob":
+                from clearance.trainingdemo import pytorchjob_scenario
+
+                await pytorchjob_scenario(stack, kube, queue, narrator, stuck_for)
+            else:
+                await _scenario(stack, kube, queue, narrator, stuck_for)
+            await narration.keep_history(stack, workdir / HISTORY_FILE)
         finally:
             for task in followers:
                 task.cancel()
@@ -266,9 +196,10 @@ async def run_scenario(
             await kube.close()
             with contextlib.suppress(Exception):
                 await nc.drain()
-        await _print_trace(stack, narrator)
+            keep.close()
+        await narration.print_trace(stack, narrator)
         out("\nkey metrics:")
-        for line in _metrics_summary(stack) or ["  (no metrics read)"]:
+        for line in narration.metrics_summary(stack) or ["  (no metrics read)"]:
             out(line)
         narrator.say("stopping everything …")
     narrator.say("done: every process stopped")
@@ -279,7 +210,7 @@ async def _scenario(
     stack: LocalStack,
     kube: Kube,
     queue: asyncio.Queue[events.Event],
-    narrator: Narrator,
+    narrator: narration.Narrator,
     stuck_for: timedelta,
 ) -> None:
     narrator.step(
@@ -287,12 +218,12 @@ async def _scenario(
         "requeue wait 3s, stuck alert 3s, force delete 6s, pause 2s"
     )
     await kube.create(APPWRAPPERS, seed_appwrapper(), namespace=NAMESPACE)
-    await _await_event(
+    await narration.await_event(
         queue, narrator, lambda e: isinstance(e, events.CycleDispatched), timeout=60,
         what="the first dispatch",
     )  # fmt: skip
     pod = await _wait_pod(
-        kube, lambda p: _pod_state(p) == "Running", timeout=60, what="the pod to run"
+        kube, lambda p: narration.pod_state(p) == "Running", timeout=60, what="the pod to run"
     )
     assert pod is not None
     node = str(pod.spec.get("nodeName"))
@@ -300,11 +231,13 @@ async def _scenario(
 
     narrator.step(f"lose {node}: its kubelet stops (kubesim ctl lose-node {node})")
     stack.kubesim_ctl("lose-node", node)
-    await _wait_pod(kube, lambda p: _pod_state(p) == "Terminating", timeout=60, what="the eviction")
+    await _wait_pod(
+        kube, lambda p: narration.pod_state(p) == "Terminating", timeout=60, what="the eviction"
+    )
     narrator.say(
         f"pod {POD} evicted: Terminating, held by the dead kubelet and finalizer {FINALIZER}"
     )
-    await _await_event(
+    await narration.await_event(
         queue, narrator, lambda e: isinstance(e, events.CycleTeardownStarted), timeout=60,
         what="the requeue",
     )  # fmt: skip
@@ -315,7 +248,7 @@ async def _scenario(
     )
     stuck_until = time.monotonic() + stuck_for.total_seconds()
     with contextlib.suppress(TimeoutError):
-        await _await_event(
+        await narration.await_event(
             queue, narrator, lambda e: False, timeout=stuck_for.total_seconds(), what="-"
         )
     if await _pod(kube) is None:
@@ -331,15 +264,19 @@ async def _scenario(
         namespace=NAMESPACE,
         content_type="application/json-patch+json",
     )
-    await _wait_pod(kube, lambda p: p is None or _pod_state(p) != "Terminating", timeout=30,
-                    what="the old pod to go")  # fmt: skip
+    await _wait_pod(
+        kube,
+        lambda p: p is None or narration.pod_state(p) != "Terminating",
+        timeout=30,
+        what="the old pod to go",
+    )
     narrator.say(f"old pod {POD} is gone from the API")
-    await _await_event(
+    await narration.await_event(
         queue, narrator, lambda e: isinstance(e, events.CycleRedispatched), timeout=60,
         what="the redispatch",
     )  # fmt: skip
     pod = await _wait_pod(
-        kube, lambda p: _pod_state(p) == "Running", timeout=60, what="the new pod to run"
+        kube, lambda p: narration.pod_state(p) == "Running", timeout=60, what="the new pod to run"
     )
     assert pod is not None
     labels = pod.metadata.get("labels", {})
@@ -356,33 +293,19 @@ async def _scenario(
     )
 
 
-async def _print_trace(stack: LocalStack, narrator: Narrator) -> None:
-    receiver = stack.receiver
-    if receiver is None:
-        return
-    from clearance.traces import waterfall
-
-    with contextlib.suppress(TimeoutError):
-        await receiver.wait_for("redispatch", timeout=10)
-    roots = [s for s in receiver.spans if s.name == "requeue.cycle"]
-    if not roots:
-        narrator.say("no requeue.cycle trace received (is tracing enabled in the services?)")
-        return
-    spans = receiver.trace(roots[0].trace_id)
-    services = sorted({s.service for s in spans})
-    narrator.say(
-        f"trace {roots[0].trace_id}: {len(spans)} spans from {len(services)} services "
-        f"({', '.join(services)})"
-    )
-    narrator.out(waterfall(spans))
-
-
-def run_demo(*, stuck_for: timedelta, workdir: str | None = None) -> int:
+def run_demo(
+    *, stuck_for: timedelta, workdir: str | None = None, workload: Workload = "pod"
+) -> int:
     """Entry point of ``clearance demo``; returns the exit code."""
     path = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="clearance-demo-"))
     try:
         code = asyncio.run(
-            run_scenario(workdir=path, stuck_for=stuck_for, out=lambda s: print(s, flush=True))
+            run_scenario(
+                workdir=path,
+                stuck_for=stuck_for,
+                out=lambda s: print(s, flush=True),
+                workload=workload,
+            )
         )
     except KeyboardInterrupt:
         print("\ninterrupted: every process was stopped", file=sys.stderr)
@@ -394,5 +317,5 @@ def run_demo(*, stuck_for: timedelta, workdir: str | None = None) -> int:
     if workdir is None:
         shutil.rmtree(path, ignore_errors=True)
     else:
-        print(f"logs kept in {path / 'logs'}", flush=True)
+        print(f"logs, {EVENTS_FILE} and {HISTORY_FILE} kept in {path}", flush=True)
     return code
