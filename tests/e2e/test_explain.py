@@ -61,7 +61,7 @@ from clearance.stack import LocalStack
 REPO = Path(__file__).resolve().parents[2]
 AW = "explain-job"
 POD = "explain-job-0"
-STUCK_ALERT, FORCE, PAUSE, GRACE = 2, 6, 1, 30
+STUCK_ALERT, FORCE, PAUSE, GRACE = 2, 7, 1, 30
 
 pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="module")]
 
@@ -435,12 +435,14 @@ async def test_explain_while_stuck_in_grace_shows_node_finalizer_grace_and_force
     )
     matches = check_lines(snap.text.lines, moment_in_grace(run))
     values = {k: int(v) for m in matches for k, v in m.groupdict().items()}
-    # The grace period left and the time to the force deadline are computed at reading time.
+    # The grace period left is computed at reading time: between the run's start and end.
     assert snap.pod is not None
-    deletion = datetime.fromisoformat(snap.pod["metadata"]["deletionTimestamp"])
-    read_at = snap.document["now"]
-    left = (deletion - datetime.fromisoformat(read_at)).total_seconds()
-    assert abs(values["left"] - left) <= 1, (values, left)
+    deletion = datetime.fromisoformat(snap.pod["metadata"]["deletionTimestamp"]).timestamp()
+    assert deletion - snap.text.ended - 0.5 <= values["left"] <= deletion - snap.text.started + 0.5
+    [blocker] = snap.document["blocking"]
+    [grace] = [c for c in blocker["causes"] if c["cause"] == "in_grace_period"]
+    read_at = datetime.fromisoformat(snap.document["now"]).timestamp()
+    assert grace["seconds_left"] == pytest.approx(deletion - read_at, abs=1e-3)
     assert 0 <= values["due"] <= FORCE - STUCK_ALERT
 
 
