@@ -66,11 +66,11 @@ class Teardown:
                 ),
             )
         except BaseException:
-            root.end()
+            # Not ended, so never exported: the decision was not recorded, and the retry opens
+            # the cycle's one root (an ended root here was a second ``requeue.cycle``).
             raise
         if written is None:
-            root.end()
-            return
+            return  # nothing decided: the root is dropped unended (no span is exported)
         self.roots.keep(entry.local, root)
         rt.crash_point("requeue.decided")
         where = {"aw": f"{key[0]}/{key[1]}", "attempt": attempt}
