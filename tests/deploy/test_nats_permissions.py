@@ -48,7 +48,7 @@ from nats.aio.client import Client as NatsClient
 from nats.js import JetStreamContext, api
 
 from clearance import bus, events, subjects
-from clearance.explaining import stored_events
+from clearance.explaining import ExplainError, ExplainRequest, read_history, stored_events
 from clearance.natsserver import find_nats_server
 from clearance.settings import CommonSettings
 from clearance.tailing import TailRequest, tail
@@ -414,6 +414,25 @@ async def test_alerts_user_reads_what_clearance_explain_needs(connect: Connect) 
     ]
     assert found == [[cleared], [lost]]
     assert nc.last_error is None
+
+
+async def test_explain_says_in_one_line_when_the_nats_user_may_not_read_the_streams(
+    connect: Connect,
+) -> None:
+    tracker = (await connect("tracker")).jetstream(timeout=5)
+    for stream in (CYCLE, ALERTS):
+        await bus.ensure_stream(tracker, stream)
+    nc = await connect("watcher")  # publishes kube events; may not read cycle events
+    request = ExplainRequest(
+        namespace="explain-ns", name="aw", settings=CommonSettings(), timeout=1.0
+    )
+    with pytest.raises(ExplainError) as raised:
+        await read_history(nc, request, "aw-uid")
+    message = str(raised.value)
+    assert message.startswith(
+        "NATS did not answer reading CLEARANCE_CYCLE within 1s: no permission"
+    )
+    assert "\n" not in message
 
 
 # ------------------------------------------------------------------------ what is refused
