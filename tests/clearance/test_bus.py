@@ -15,6 +15,7 @@ from nats.aio.client import Client as NatsClient
 from nats.js import JetStreamContext, api
 from opentelemetry.trace import SpanKind
 from prometheus_client import CollectorRegistry
+from tests.support.polling import eventually
 
 from clearance import bus
 from clearance.bus import (
@@ -48,18 +49,6 @@ class Ping(msgspec.Struct, tag="test.ping"):
 
 decode_ping = msgspec.json.Decoder(Ping).decode
 FAST_RETRY = RetryPolicy(attempts=40, initial=0.05, maximum=0.25)
-
-
-async def eventually(
-    predicate: Callable[[], bool], *, timeout: float = 5.0, what: str = "condition"
-) -> float:
-    """Wait until predicate() holds; returns the seconds it took."""
-    start = time.monotonic()
-    while not predicate():
-        if time.monotonic() - start > timeout:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        await asyncio.sleep(0.01)
-    return time.monotonic() - start
 
 
 class Recorder:

@@ -7,6 +7,7 @@ import asyncio
 import time
 from typing import Any
 
+import msgspec
 from tests.dispatcher.conftest import condition, job_appwrapper, state_is
 
 INT64_MAX = 2**63 - 1
@@ -101,3 +102,52 @@ async def test_a_253_character_appwrapper_is_counted_requeued_cleared_and_comple
     await env.wait_event("cycle.cleared", loops)
     assert await env.warning_events(loops), "no Warning Event recorded on the long-named AW"
     await env.assert_safety()
+
+
+CRD_PATH = (
+    "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/appwrappers.workload.codeflare.dev"
+)
+
+
+async def _put_crd(env: Any, crd: dict[str, Any]) -> dict[str, Any]:
+    body = await env.kube.request("PUT", CRD_PATH, body=crd)
+    return dict(msgspec.json.decode(body))
+
+
+async def _create_under_loosened_crd(env: Any, body: dict[str, Any]) -> None:
+    """Store ``body`` (``requeuing.growthType`` not a string) the way such AppWrappers exist in
+    real clusters: under an earlier, looser CRD, tightened afterwards (stored objects are never
+    revalidated). The deployed CRD makes the API answer 422 to it."""
+    crd = msgspec.json.decode(await env.kube.request("GET", CRD_PATH))
+    requeuing = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"][
+        "properties"
+    ]["schedulingSpec"]["properties"]["requeuing"]["properties"]
+    typed = requeuing["growthType"]
+    requeuing["growthType"] = {"x-kubernetes-preserve-unknown-fields": True}
+    crd = await _put_crd(env, crd)
+    try:
+        await env.create_aw(body)
+    finally:
+        requeuing = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"][
+            "properties"
+        ]["schedulingSpec"]["properties"]["requeuing"]["properties"]
+        requeuing["growthType"] = typed
+        await _put_crd(env, crd)
+
+
+async def test_a_stored_spec_the_watcher_cannot_decode_fails_within_5s_naming_the_field(
+    make_env: Any,
+) -> None:
+    env = await make_env()
+    await env.start_dispatcher()
+    body = job_appwrapper("undecodable", env.namespace)
+    body["spec"]["schedulingSpec"]["requeuing"] = {"growthType": False}
+    await _create_under_loosened_crd(env, body)
+    created = time.monotonic()
+    await env.create_aw(job_appwrapper("good", env.namespace))
+    cond = await _failed_with(env, "undecodable", "InvalidField", created)
+    assert "spec.schedulingSpec.requeuing.growthType" in cond["message"], cond
+    event = await _warning(env, "undecodable", "InvalidField")
+    assert "growthType" in event["message"], event
+    assert not env.cycle_events("cycle.dispatched", "undecodable")
+    await env.wait_aw("good", state_is("Completed"), what="good completes")

@@ -31,6 +31,7 @@ from nats.aio.client import Client as NatsClient
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext, api
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from tests.support.polling import eventually as eventually  # the one eventually, re-exported
 
 from clearance import attributes, bus, labels
 from clearance.events import (
@@ -56,23 +57,6 @@ NAMESPACE = "team-a"
 
 def now() -> datetime:
     return datetime.now(UTC)
-
-
-async def eventually(
-    check: Callable[[], Awaitable[Any] | Any], *, timeout: float = 10.0, interval: float = 0.05
-) -> Any:
-    """Poll `check` until it returns something truthy; fail with the last value."""
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        result = check()
-        if asyncio.iscoroutine(result):
-            result = await result
-        last = result
-        if result:
-            return result
-        await asyncio.sleep(interval)
-    raise AssertionError(f"condition not met within {timeout}s (last: {last!r})")
 
 
 # ----------------------------------------------------------------------- recording

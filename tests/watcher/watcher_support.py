@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 
 import nats.errors
 from nats.js import JetStreamContext, api
+from tests.support.polling import blocking_until as wait_for
 
 from clearance import events, subjects
 from clearance.events import KubeEvent
@@ -100,15 +101,6 @@ class KubeSim(BackgroundApiServer):
         qs = "&".join(f"{k}={v}" for k, v in query.items())
         items: list[Json] = self.ok("GET", f"/kubesim/v1/history?{qs}")["items"]
         return items
-
-
-def wait_for(check: Callable[[], bool], *, timeout: float = 10.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
 # -- object builders -------------------------------------------------------------------

@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import asyncio
 import shutil
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
+from tests.support.polling import eventually as eventually  # the one eventually, re-exported
 
 from kubesim.cluster import ClusterConfig
 
@@ -31,25 +29,6 @@ FAST = ClusterConfig(
     podgc_quarantine=0.5,
     scheduler_retry=0.2,
 )
-
-
-async def eventually(
-    probe: Callable[[], Awaitable[T]],
-    *,
-    timeout: float = 10.0,
-    interval: float = 0.05,
-    what: str = "condition",
-) -> T:
-    """Poll `probe` until it returns a truthy value; fail with the last value after `timeout`."""
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while True:
-        last = await probe()
-        if last:
-            return last
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} not reached within {timeout}s; last value: {last!r}")
-        await asyncio.sleep(interval)
 
 
 def kubesim_command() -> list[str]:

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
 from cluster_support import Served, kubesim_command, start_serve, stop
+from tests.support.polling import blocking_until as wait_for
 
 FAST = (
     "--node-monitor-grace",
@@ -83,14 +83,6 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     assert applied.returncode == 0, applied.stderr
     yield server
     stop(server)
-
-
-def wait_for(check: Callable[[], bool], *, timeout: float = 20.0, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} not reached within {timeout}s")
-        time.sleep(0.1)
 
 
 def rows(served: Served, *args: str) -> list[list[str]]:

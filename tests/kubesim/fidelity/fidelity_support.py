@@ -27,6 +27,8 @@ import yaml
 from kubernetes_asyncio import client as k8s
 from kubernetes_asyncio.client.rest import ApiException
 from kubernetes_asyncio.dynamic import DynamicClient
+from tests.support.polling import blocking_until as wait_until
+from tests.support.polling import eventually as eventually  # the one eventually, re-exported
 
 from kubesim.background import BackgroundApiServer
 
@@ -358,26 +360,6 @@ class ServerHandle(BackgroundApiServer):
             {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}},
         )
         return name
-
-
-def wait_until(check: Callable[[], bool], *, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-async def eventually(
-    check: Callable[[], Awaitable[bool]], *, timeout: float = 5.0, what: str = "condition"
-) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if await check():
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 # ----------------------------------------------------------------------------------------------

@@ -131,6 +131,14 @@ def build_parser() -> argparse.ArgumentParser:
         "PyTorchJob of 1 master + 3 workers whose worker-1 gets stuck",
     )
     demo.add_argument(
+        "--ha",
+        action="store_true",
+        help="run it the way the prod overlay deploys: a 3-node NATS cluster (R3 streams), two "
+        "tracker and two dispatcher replicas; right after the requeue, kill -9 the NATS node "
+        "leading the cycle stream and the dispatcher leader, narrate the fail-overs, then "
+        "start the node again on its store (the pod workload only)",
+    )
+    demo.add_argument(
         "--workdir",
         help="keep logs, the kubeconfig, the events seen (events.jsonl) and kubesim's write "
         "history (kubesim-history.json) in this directory (default: temporary)",
@@ -205,7 +213,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             return asyncio.run(_run_explain(args))
         from clearance.demo import run_demo
 
-        return run_demo(stuck_for=args.stuck_for, workdir=args.workdir, workload=args.workload)
+        if args.ha and args.workload != "pod":
+            print("clearance demo: --ha runs the pod workload only", file=sys.stderr)
+            return EXIT_USAGE
+        return run_demo(
+            stuck_for=args.stuck_for, workdir=args.workdir, workload=args.workload, ha=args.ha
+        )
     except SettingsError as exc:
         print(f"clearance: {exc}", file=sys.stderr)
         return EXIT_USAGE

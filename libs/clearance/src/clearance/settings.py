@@ -342,6 +342,15 @@ class CommonSettings(Settings):
             check=lambda n: None if n in (1, 3, 5) else "must be 1, 3 or 5",
         ),
     )
+    publish_retry_deadline: Seconds = field(
+        default=30.0,
+        metadata=doc(
+            "How long one publish keeps retrying (same Msg-Id, so never a duplicate) until "
+            "JetStream acknowledges it: covers a NATS node loss, whose stream leader election "
+            "takes a few seconds; past it the publish fails and the caller decides.",
+            bounds=durations(1.0, 600.0),
+        ),
+    )
     http_host: str = field(
         default="0.0.0.0",
         metadata=doc("Address the health/metrics HTTP server binds (127.0.0.1 off-cluster)."),

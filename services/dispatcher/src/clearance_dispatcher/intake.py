@@ -30,7 +30,7 @@ from clearance.events import (
     PodObject,
 )
 from clearance.kube import NODES, PODS, KubeError
-from clearance_dispatcher.appwrapper import AppWrapperSpec
+from clearance_dispatcher.appwrapper import INVALID_FIELD, AppWrapperSpec, Problem
 from clearance_dispatcher.cycles import CycleRoots
 from clearance_dispatcher.dispatching import delete_items
 from clearance_dispatcher.runtime import Runtime
@@ -40,6 +40,19 @@ log = logging.getLogger(__name__)
 
 POD_DECODER: Final = msgspec.json.Decoder(PodObject)
 NODE_DECODER: Final = msgspec.json.Decoder(NodeObject)
+
+
+def spec_problem_of(event: KubeAppWrapperEvent) -> Problem | None:
+    """The watcher's word that this version's spec does not decode (``$.spec`` dropped), as
+    the problem that fails the AppWrapper: ``InvalidField`` naming the field (DESIGN §3)."""
+    problem = event.problem
+    if problem is None or not any(
+        p == "$.spec" or p.startswith("$.spec.") for p in problem.dropped
+    ):
+        return None
+    path = problem.path or "$.spec"
+    field = path[2:] if path.startswith("$.") else path
+    return Problem(INVALID_FIELD, f"{field}: {problem.message}")
 
 
 def pod_selector(spec: AppWrapperSpec) -> str:
@@ -56,14 +69,14 @@ class Intake:
 
     # -- AppWrappers -----------------------------------------------------------------------
 
-    def on_appwrapper(self, raw: dict[str, Any]) -> None:
+    def on_appwrapper(self, raw: dict[str, Any], *, spec_problem: Problem | None = None) -> None:
         meta = raw.get("metadata") or {}
         if not self.rt.serves(str(meta.get("namespace") or "")):
             return
         old = self.rt.state.replaced(raw)
         if old is not None:  # the name now belongs to a new incarnation
             self._end(old, reason="replaced by a new appwrapper of this name")
-        key = self.rt.state.apply_appwrapper(raw)
+        key = self.rt.state.apply_appwrapper(raw, spec_problem=spec_problem)
         if key is not None:
             self.rt.queue.add(key)
             self.rt.request_scan()
@@ -204,10 +217,12 @@ class Intake:
             self.on_appwrapper_deleted(namespace, meta.name, meta.uid)
             return
         current = self.rt.state.appwrappers.get((namespace, meta.name))
+        flagged = spec_problem_of(event)
         if (
             current is not None
             and current.uid == meta.uid
             and not newer(meta.resource_version, current.rv)
+            and (flagged is None or not isinstance(current.parsed, AppWrapperSpec))
         ):
             return  # our own write, or older
         # The snapshot is a subset; the dispatcher acts on the whole object.
@@ -220,7 +235,8 @@ class Intake:
                 self.on_appwrapper_deleted(namespace, meta.name, meta.uid)
                 return
             raise Retry(1.0, f"GET appwrapper failed: {exc}") from exc
-        self.on_appwrapper(raw)
+        same_version = (raw.get("metadata") or {}).get("resourceVersion") == meta.resource_version
+        self.on_appwrapper(raw, spec_problem=flagged if same_version else None)
 
     async def on_pod_item(self, event: KubeItemEvent) -> None:
         """A generic item that *is* a Pod (``kind: Pod`` in the AppWrapper).

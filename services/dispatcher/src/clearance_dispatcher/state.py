@@ -25,7 +25,12 @@ from opentelemetry.trace import Span
 
 from clearance import labels
 from clearance.events import NodeObject, PodObject
-from clearance_dispatcher.appwrapper import AppWrapperSpec, InvalidAppWrapper, parse_appwrapper
+from clearance_dispatcher.appwrapper import (
+    AppWrapperSpec,
+    InvalidAppWrapper,
+    Problem,
+    parse_appwrapper,
+)
 from clearance_dispatcher.bookkeeping import STATUS_STORAGE, Storage
 from clearance_dispatcher.capacity import Resources, add, pod_requests
 from clearance_dispatcher.requeueing import Counts
@@ -66,6 +71,9 @@ class Local:
     """Monotonic time of the last completionstatus poll."""
     roots: dict[str, Span] = field(default_factory=dict)
     """Open ``requeue.cycle`` root spans started here, by traceparent."""
+    belt_checked: int | None = None
+    """Attempt whose safety-belt LIST (no pod of another attempt) ran right before its
+    Dispatching was written on ``cleared``; the worker's dispatch of it skips a second LIST."""
 
 
 @dataclass
@@ -117,22 +125,31 @@ class ClusterState:
 
     # -- AppWrappers ---------------------------------------------------------------------
 
-    def apply_appwrapper(self, raw: dict[str, Any]) -> Key | None:
+    def apply_appwrapper(
+        self, raw: dict[str, Any], *, spec_problem: Problem | None = None
+    ) -> Key | None:
         """Store ``raw`` if it is new or newer; returns its key when something changed.
 
-        The caller removes an entry of another UID under the same name first (see
-        :meth:`replaced`), so its local state ends with it."""
+        ``spec_problem``: the watcher could not decode this version's spec (DESIGN §3); the
+        spec is then refused with it unless the dispatcher's own validation names a more
+        specific problem. The caller removes an entry of another UID under the same name
+        first (see :meth:`replaced`), so its local state ends with it."""
         meta = raw.get("metadata") or {}
         key = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
         current = self.appwrappers.get(key)
         same = current is not None and current.uid == meta.get("uid")
         if current is not None and same:
-            if not newer(_rv(raw), current.rv):
+            flagged = spec_problem is not None and isinstance(current.parsed, AppWrapperSpec)
+            if not flagged and not newer(_rv(raw), current.rv):
                 return None
-            if current.generation == meta.get("generation"):
+            if not flagged and current.generation == meta.get("generation"):
                 current.raw = raw  # status/metadata change only: keep the parsed spec
                 return key
         parsed = parse_appwrapper(raw)
+        if spec_problem is not None and isinstance(parsed, AppWrapperSpec):
+            parsed = InvalidAppWrapper(
+                parsed.namespace, parsed.name, parsed.uid, parsed.generation, (spec_problem,)
+            )
         last_valid = parsed if isinstance(parsed, AppWrapperSpec) else None
         local = Local()
         if current is not None and same:

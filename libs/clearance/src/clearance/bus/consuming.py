@@ -25,7 +25,7 @@ from opentelemetry.trace import SpanKind, Status, StatusCode, Tracer
 
 from clearance.bus.backoff import DEFAULT_HANDLER_BACKOFF, RetryPolicy
 from clearance.bus.dlq import copy_to_dlq
-from clearance.bus.errors import BusError, PublishError, Retry
+from clearance.bus.errors import BusError, PublishError, Retry, StreamUnavailableError
 from clearance.bus.headers import MSG_ID
 from clearance.bus.metrics import BusMetrics
 from clearance.bus.provisioning import ensure_consumer, ensure_stream
@@ -218,7 +218,9 @@ class Consumer(Generic[T]):
                 # Transient (JetStream still starting) or not (ConsumerDriftError): keep
                 # trying either way; readiness stays false and the log says why.
                 pause = RetryPolicy(initial=0.1, maximum=2.0).delay(attempt)
-                transient = isinstance(exc, TimeoutError | nats.errors.Error)
+                transient = isinstance(
+                    exc, TimeoutError | nats.errors.Error | StreamUnavailableError
+                )
                 log.log(
                     logging.INFO if transient else logging.ERROR,
                     "re-provisioning failed, retrying",
