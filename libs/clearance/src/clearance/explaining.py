@@ -187,7 +187,8 @@ async def stored_events(
             await sub.unsubscribe()
 
 
-async def _history(nc: NatsClient, request: ExplainRequest, uid: str) -> tuple[History, ...]:
+async def read_history(nc: NatsClient, request: ExplainRequest, uid: str) -> tuple[History, ...]:
+    """The cycle events and alerts of incarnation ``uid`` of the requested AppWrapper."""
     ns, name = request.namespace, request.name
     reads = (
         (subjects.CYCLE_STREAM, subjects.cycle_filter(namespace=ns, appwrapper=name)),
@@ -268,7 +269,7 @@ async def gather(request: ExplainRequest, *, now: datetime | None = None) -> Fac
         status = parse_appwrapper(aw)
         nc = await _connect_nats(request)
         try:
-            history = await _history(nc, request, uid)
+            history = await read_history(nc, request, uid)
         finally:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(nc.close(), request.timeout)

@@ -442,13 +442,24 @@ class Kube:
         )
         try:
             while True:
-                line = await asyncio.wait_for(response.content.readline(), inactivity_timeout)
+                line = await read_line(response.content, timeout=inactivity_timeout)
                 if not line:
                     return
                 if line.strip():
                     yield _WATCH_DECODER.decode(line)
         finally:
             response.close()
+
+
+async def read_line(content: aiohttp.StreamReader, *, timeout: float) -> bytes:
+    """One line of a watch stream, or TimeoutError after ``timeout`` seconds.
+
+    Not ``asyncio.wait_for``: on Python 3.11 it swallows a cancellation that arrives as the
+    line does (it returns the line instead), and a cancelled informer then watches on forever
+    — a watcher that lost its lease after a freeze kept its pod watch open and ignored SIGTERM.
+    """
+    async with asyncio.timeout(timeout):
+        return await content.readline()
 
 
 def error_status(line: WatchLine) -> KubeError:
