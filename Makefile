@@ -3,7 +3,7 @@ SHELL := /bin/bash
 UV ?= $(shell command -v uv 2>/dev/null || echo "python3 -m uv")
 PY_SRC := libs/clearance/src libs/kubesim/src services/watcher/src services/tracker/src services/dispatcher/src
 
-.PHONY: install test lint schemas demo bench ha ha-soak
+.PHONY: install test lint schemas demo bench chaos ha ha-soak
 
 ## install: install uv from PyPI if missing, then the locked workspace into .venv, then Debian's
 ## prometheus package (prometheus + promtool, for the alert tests) where apt can and it is missing
@@ -33,6 +33,11 @@ schemas: install
 ## bench: the performance harness (never part of `make test`); writes docs/benchmarks.{md,json}
 bench: install
 	@$(UV) run --frozen --no-sync python -m tests.bench $(BENCH_ARGS)
+
+## chaos: randomized fault schedules against the real stack (never part of `make test`);
+## CHAOS_ARGS='--schedules N --seed S' for more, '--replay SEED' for one; writes docs/chaos.{md,json}
+chaos: install
+	@$(UV) run --frozen --no-sync python -m tests.chaos $(CHAOS_ARGS)
 
 ## ha: the HA end-to-end tests once (seed scenario on a 3-node NATS cluster losing a node)
 ha: install
