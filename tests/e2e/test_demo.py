@@ -155,7 +155,8 @@ def test_pytorchjob_demo_holds_worker_1_then_reruns_all_four_pods_under_the_same
             pods[attempts[w.uid] or 0][w.name] = w.uid
     assert set(pods[1]) == set(pods[2]) == set(trainingdemo.POD_NAMES), pods
     assert not set(pods[1].values()) & set(pods[2].values())
-    gone = max(w.time for w in history if w.uid == pods[1][trainingdemo.STUCK])
+    stuck_uid = pods[1][trainingdemo.STUCK]
+    [gone] = [w.time for w in history if w.uid == stuck_uid and w.type == "DELETED"]
     assert cleared.cleared_at.timestamp() >= gone  # cleared only once worker-1 was gone
     assert coexistence_violations(history, attempts) == []
 

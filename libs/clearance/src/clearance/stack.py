@@ -48,6 +48,8 @@ class StackConfig:
     services: Sequence[str] = SERVICES
     traces: bool = True
     ready_timeout: float = 60.0
+    crd: str | None = None
+    """The AppWrapper CRD (YAML) kubesim serves; None: the one shipped (deploy/crd)."""
     nats_nodes: int = 1
     """1: one embedded nats-server; 3 (or 5): a JetStream cluster of that many nodes, the
     services told every node's URL and ``CLEARANCE_STREAM_REPLICAS`` set to the node count
@@ -100,7 +102,7 @@ class LocalStack:
 
     def _start_kubesim(self) -> None:
         crd = self.workdir / "appwrapper-crd.yaml"
-        crd.write_text(appwrapper_crd())
+        crd.write_text(self.config.crd if self.config.crd is not None else appwrapper_crd())
         port = free_port()
         command = [
             venv_script("kubesim"),

@@ -66,7 +66,10 @@ class Dispatch:
         """Dispatch ``attempt`` (from the queue, or resumed while Dispatching)."""
         rt = self.rt
         now = rt.now()
-        older = await self.older_pods(spec, attempt)
+        checked, entry.local.belt_checked = entry.local.belt_checked, None
+        fresh = checked == attempt and entry.observed.clearance.phase == "Dispatching"
+        # The cleared handler ran this LIST right before writing Dispatching: not twice.
+        older = [] if fresh else await self.older_pods(spec, attempt)
         if older:
             entry.local.admitted = False
             message = "objects of an earlier attempt still exist: " + ", ".join(older[:5])
