@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -233,7 +234,8 @@ async def _connect_kube(request: ExplainRequest) -> Kube:
     try:
         return await Kube.connect(config)
     except Exception as exc:  # kubeconfig missing or invalid: the client's own exceptions
-        raise ExplainError(f"no usable Kubernetes configuration: {exc}") from None
+        source = request.kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
+        raise ExplainError(f"no usable Kubernetes configuration ({source}): {exc}") from None
 
 
 async def _connect_nats(request: ExplainRequest) -> NatsClient:
