@@ -590,6 +590,16 @@ class Scenario:
     async def safety_violations(self) -> list[str]:
         return coexistence_violations(await self.history(), self.attempts())
 
+    async def safety_violations_per_appwrapper(self) -> list[str]:
+        """The same check, per AppWrapper (label selector): with several AppWrappers, one's
+        attempt 2 beside another's attempt 1 is no violation (DESIGN §5 is per AppWrapper)."""
+        history = await self.history()
+        return [
+            f"{ledger.selector}: {violation}"
+            for ledger in self.ledgers
+            for violation in coexistence_violations(history, ledger.attempts)
+        ]
+
 
 def pod_state(pod: Mapping[str, Any] | None) -> str:
     if pod is None:

@@ -376,7 +376,7 @@ async def _run_set(scenario: Scenario, crd: str) -> CompatRun:
             if status.get("state") != case.expected:
                 run.settled.pop(case.name)
                 run.missing[case.name] = f"left {case.expected} for {status.get('state')}"
-    run.safety = await scenario.safety_violations()
+    run.safety = await scenario.safety_violations_per_appwrapper()
     return run
 
 
