@@ -380,6 +380,13 @@ def markdown(data: dict[str, Any]) -> str:
         out.append(f"| {bench} | {fig} | {value} |")
     out += ["", "Seconds per benchmark: " + ", ".join(
         f"{k} {v}" for k, v in data["seconds_per_benchmark"].items()), ""]  # fmt: skip
+    loads = {
+        name: result["load_average_1m"]
+        for name, result in data["results"].items()
+        if isinstance(result, dict) and "load_average_1m" in result
+    }
+    out += ["Load average (1 min) before → after each benchmark, on 2 shared cores: " + ", ".join(
+        f"{k} {v['before']} → {v['after']}" for k, v in loads.items()), ""]  # fmt: skip
     out += _clocks(data)
     out += _method()
     out += _profiles(data)
@@ -540,7 +547,7 @@ def _notes(data: dict[str, Any]) -> list[str]:
         return [*out, "Every target was met in this run.", "", *tail]
     out.append(
         "The bottleneck named for each missed target comes from the profiles and breakdowns "
-        "above (the analysis was written from the profiles of the 2026-12-02 runs; the "
+        "above (the analysis was written from the profiles of the 2026-12-03 runs (issue 16); the "
         "tables above are regenerated on every run, so check that they still say the same)."
     )
     out.append("")
