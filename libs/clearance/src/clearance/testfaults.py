@@ -12,6 +12,8 @@ by default and costs one set lookup where it sits.
   snapshot (publishes nothing for it), as it did before partial snapshots (issue 19).
 * ``explain-stale-diagnosis`` — ``clearance explain`` shows the tracker's first diagnosis of each
   blocking object (from its stuck alert) instead of diagnosing the fresh reads.
+* ``incarnation-blind`` — the dispatcher checks only its own pods before a dispatch and does not
+  roll back an attempt's items when a later one meets a 409 (the pre-issue-13 behaviour).
 """
 
 from __future__ import annotations
@@ -20,7 +22,9 @@ import os
 from typing import Final, Literal
 
 ENV: Final = "CLEARANCE_TEST_FAULT"
-Fault = Literal["unfenced", "cleared-early", "drop-undecodable", "explain-stale-diagnosis"]
+Fault = Literal[
+    "unfenced", "cleared-early", "drop-undecodable", "explain-stale-diagnosis", "incarnation-blind"
+]
 
 
 def active(fault: Fault) -> bool:

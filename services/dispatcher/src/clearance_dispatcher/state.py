@@ -71,6 +71,9 @@ class Local:
     """Monotonic time of the last completionstatus poll."""
     roots: dict[str, Span] = field(default_factory=dict)
     """Open ``requeue.cycle`` root spans started here, by traceparent."""
+    announced: set[tuple[str, int]] = field(default_factory=set)
+    """(AppWrapper UID, attempt) of earlier incarnations whose leftovers were handed to the
+    tracker (``teardown.started``) by this replica."""
 
 
 @dataclass
