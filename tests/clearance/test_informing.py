@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import msgspec
 from hypothesis import given
@@ -255,3 +255,69 @@ async def test_an_object_the_hook_skips_is_counted_and_the_watch_moves_past_it(
         await collector.stop()
     assert collector.changed("ADDED") == ["good"]
     assert stream.stats.undecodable == 1
+
+
+class _CancelSwallowingKube:
+    """Stand-in for a client whose own timeout fires with a cancellation and reports it as
+    TimeoutError (aiohttp's timer does; a replica waking from SIGSTOP meets it: every timer is
+    due at once). Its first watch does exactly that; later ones hang, like an idle watch."""
+
+    def __init__(self) -> None:
+        self.watches = 0
+
+    async def watch(self, *args: object, **kwargs: object) -> AsyncIterator[object]:
+        self.watches += 1
+        if self.watches == 1:
+            task = asyncio.current_task()
+            assert task is not None
+            task.cancel()
+            try:
+                await asyncio.sleep(1)
+            except asyncio.CancelledError:
+                raise TimeoutError from None
+        await asyncio.Event().wait()
+        yield  # an async generator, like Kube.watch
+
+
+async def test_a_cancel_a_client_timeout_turned_into_timeouterror_still_ends_the_watch() -> None:
+    # Found by the chaos harness (short seed 2): a watcher frozen past its lease woke, lost
+    # the lease and never stopped its pod informer (the watch resumed), so it stayed silent
+    # and ignored SIGTERM.
+    kube = _CancelSwallowingKube()
+    stream = ListWatch(kube, PODS, decode=decode_raw, timing=FAST)  # type: ignore[arg-type]
+
+    async def consume() -> None:
+        async for _ in stream.happenings("5"):
+            pass
+
+    task = asyncio.create_task(consume())
+    with contextlib.suppress(asyncio.CancelledError, TimeoutError):
+        await asyncio.wait_for(asyncio.shield(task), 2)
+    assert task.done() and task.cancelled(), f"still watching after {kube.watches} watch(es)"
+
+
+class _LineArrivingWithTheCancel:
+    """A watch stream whose next line arrives in the same instant its reader is cancelled."""
+
+    def __init__(self, reader: asyncio.Task[None]) -> None:
+        self.reader = reader
+
+    async def readline(self) -> bytes:
+        self.reader.cancel()
+        return b'{"type": "BOOKMARK"}\n'
+
+
+async def test_a_watch_line_arriving_with_the_cancel_does_not_swallow_it() -> None:
+    # Found by the chaos harness (short seed 2), like the test above: asyncio.wait_for (3.11)
+    # returned the line and dropped the cancellation, so the informer never stopped.
+    from clearance.kube import read_line
+
+    async def reader() -> None:
+        stream = _LineArrivingWithTheCancel(asyncio.current_task())  # type: ignore[arg-type]
+        await read_line(stream, timeout=5)  # type: ignore[arg-type]
+        await asyncio.sleep(0.5)  # a cancelled reader must not get here
+
+    task = asyncio.create_task(reader())
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    assert task.cancelled()

@@ -54,6 +54,13 @@ def test_alert_line_names_the_appwrapper_attempt_object_and_causes() -> None:
     assert "pod train-0: node node-1 unreachable; held by finalizer x.io/hold" in line
 
 
+def test_teardown_line_lists_an_object_listed_twice_once() -> None:
+    started = events.CycleTeardownStarted(
+        appwrapper=AW, attempt=1, occurred_at=NOW, inventory=(POD, POD)
+    )
+    assert "deleting pod train-0;" in describe(started)
+
+
 def test_cycle_line_summarises_the_cleared_teardown() -> None:
     assert "1 object(s) confirmed gone" in describe(cleared())
 

@@ -212,3 +212,37 @@ async def test_restart_mid_teardown_re_creates_the_cycle_root_from_status(
     ]
     assert redispatch.parent is not None and redispatch.parent.span_id == root.context.span_id
     assert len(roots()) == 1  # the root exists once (no second copy at shutdown)
+
+
+async def test_a_requeue_decision_whose_status_write_fails_exports_no_extra_cycle_root(
+    make_env: Any, tracing: Any
+) -> None:
+    # Found by the chaos harness (seed 8, --short): the root started for a decision whose
+    # write failed was ended, so the retried decision made the cycle's second root.
+    env = await make_env()
+    async with running_dispatcher(env, tracing):
+        await env.create_aw(
+            job_appwrapper(
+                "refused",
+                env.namespace,
+                unschedulable=True,
+                min_available=1,
+                completion=False,
+                requeuing={"timeInSeconds": 1, "growthType": "none"},
+            )
+        )
+        # Once both pending pods of the Job are counted, the next status write of the
+        # AppWrapper is the requeue decision (due 1 s after the dispatch): it fails twice.
+        await env.wait_aw(
+            "refused", lambda aw: (aw.get("status") or {}).get("pending") == 2, what="pending 2"
+        )
+        env.cluster.server.faults.add(
+            {"path": "/appwrappers/refused/status$", "code": 500, "count": 2}
+        )
+        await env.wait_event("cycle.redispatched", "refused", timeout=30)
+    roots = [
+        s
+        for s in tracing.exporter.get_finished_spans()
+        if s.name == "requeue.cycle" and s.attributes.get("clearance.attempt") == 1
+    ]
+    assert len(roots) == 1, [(r.context.span_id, r.start_time) for r in roots]

@@ -113,6 +113,29 @@ def test_cleared_of_a_failed_attempt_keeps_it_failed_and_closes_the_cycle() -> N
     assert patch.clearance.attempt_to_dispatch is None
 
 
+def test_cleared_with_room_requeues_and_begins_the_next_attempt_in_one_write() -> None:
+    obs = _obs(phase="TearingDown", attempt=2, tearing_down=2, teardown_started_at=T0)
+    at = T0 + timedelta(seconds=3)
+    patch = tr.redispatch_on_cleared(obs, attempt=2, cleared_at=at, now=at)
+    assert patch is not None and patch.clearance is not None
+    cl = patch.clearance
+    assert (cl.phase, cl.attempt, cl.tearing_down, cl.cleared_at) == ("Dispatching", 3, None, at)
+    assert patch.conditions["Queueing"][0] is False  # the later change (FrontOfQueue) wins
+    # Exactly the two transitions in a row: same bookkeeping as Queued, then Dispatching.
+    queued = _apply(obs, tr.accept_cleared(obs, attempt=2, cleared_at=at, now=at))
+    two = tr.begin_dispatch(queued, attempt=3, now=at)
+    assert two is not None and two.clearance == cl
+    after = _apply(obs, patch)
+    assert tr.redispatch_on_cleared(after, attempt=2, cleared_at=at, now=at) is None
+
+
+def test_cleared_of_a_failed_or_other_attempt_never_begins_a_dispatch() -> None:
+    failed = _obs(phase="Failed", attempt=2, tearing_down=2)
+    assert tr.redispatch_on_cleared(failed, attempt=2, cleared_at=T0, now=T0) is None
+    tearing = _obs(phase="TearingDown", attempt=2, tearing_down=2)
+    assert tr.redispatch_on_cleared(tearing, attempt=1, cleared_at=T0, now=T0) is None
+
+
 def test_stuck_objects_are_recorded_only_for_the_open_teardown() -> None:
     obs = _obs(phase="TearingDown", attempt=2, tearing_down=2)
     assert tr.record_stuck(obs, attempt=1, stuck=(), step="stuck", summary="s", now=T0) is None

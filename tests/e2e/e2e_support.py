@@ -153,17 +153,40 @@ def item(template: Mapping[str, Any], *, pods: int = 0, cpu: str = "100m") -> di
     return entry
 
 
+POLICY_ANNOTATIONS = {
+    "pauseTimeInSeconds": "clearance.dev/pause-time-in-seconds",
+    "forceDeletionTimeInSeconds": "clearance.dev/force-deletion-time-in-seconds",
+    "stuckAlertTimeInSeconds": "clearance.dev/stuck-alert-time-in-seconds",
+    "finalizerRemoval": "clearance.dev/finalizer-removal",
+}
+"""Clearance's teardown fields as the documented annotation keys (for CRDs that prune them)."""
+
+
+def policy_as_annotations(
+    requeue: Mapping[str, Any],
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """``requeue`` split into MCAD v1's own fields and Clearance's as annotations."""
+    upstream = {k: v for k, v in requeue.items() if k not in POLICY_ANNOTATIONS}
+    annotations = {POLICY_ANNOTATIONS[k]: str(v) for k, v in requeue.items() if k not in upstream}
+    return upstream, annotations
+
+
 def appwrapper(
     name: str,
     items: Sequence[Mapping[str, Any]],
     *,
     min_available: int,
     requeue: Mapping[str, Any],
+    policy_in: str = "spec",
 ) -> dict[str, Any]:
+    """An AppWrapper; ``policy_in="annotations"`` gives the teardown policy as annotations."""
+    metadata: dict[str, Any] = {"name": name, "namespace": NAMESPACE}
+    if policy_in == "annotations":
+        requeue, metadata["annotations"] = policy_as_annotations(requeue)
     return {
         "apiVersion": "workload.codeflare.dev/v1beta1",
         "kind": "AppWrapper",
-        "metadata": {"name": name, "namespace": NAMESPACE},
+        "metadata": metadata,
         "spec": {
             "priority": 5,
             "schedulingSpec": {"minAvailable": min_available, "requeuing": dict(requeue)},
@@ -574,6 +597,16 @@ class Scenario:
         attempts = coexistence_violations([Write.from_json(e) for e in raw], self.attempts())
         return attempts + incarnation_violations(raw)
 
+    async def safety_violations_per_appwrapper(self) -> list[str]:
+        """The same check, per AppWrapper (label selector): with several AppWrappers, one's
+        attempt 2 beside another's attempt 1 is no violation (DESIGN §5 is per AppWrapper)."""
+        history = await self.history()
+        return [
+            f"{ledger.selector}: {violation}"
+            for ledger in self.ledgers
+            for violation in coexistence_violations(history, ledger.attempts)
+        ]
+
 
 def pod_state(pod: Mapping[str, Any] | None) -> str:
     if pod is None:
@@ -720,6 +753,8 @@ def stack_config(
     kubesim_flags: Sequence[str] = (),
     env: Mapping[str, str] | None = None,
     service_env: Mapping[str, Mapping[str, str]] | None = None,
+    crd: str | None = None,
+    services: Sequence[str] | None = None,
 ) -> StackConfig:
     """The e2e defaults (short timings) with a scenario's additions."""
     return StackConfig(
@@ -728,4 +763,6 @@ def stack_config(
         kubesim_flags=(*KUBESIM_FLAGS, *kubesim_flags),
         env={**SERVICE_ENV, **(env or {})},
         service_env=service_env or {},
+        crd=crd,
+        **({"services": tuple(services)} if services is not None else {}),
     )

@@ -80,7 +80,9 @@ class SeedRun:
     warnings: list[dict[str, Any]]
 
 
-async def drive(scenario: Scenario) -> SeedRun:
+async def drive(scenario: Scenario, *, policy_in: str = "spec") -> SeedRun:
+    """The seed scenario; ``policy_in="annotations"`` gives the teardown policy as
+    ``clearance.dev/*`` annotations (for CRDs that prune the spec fields)."""
     log = scenario.log
     pod = pod_template(POD, grace=5, finalizers=[HOLD], cpu="1")
     await scenario.submit(
@@ -89,6 +91,7 @@ async def drive(scenario: Scenario) -> SeedRun:
             [item(pod, pods=1, cpu="1")],
             min_available=1,
             requeue=requeuing(wait=2, pause=PAUSE, stuck_alert=STUCK_ALERT, force=FORCE),
+            policy_in=policy_in,
         )
     )
     await log.wait_for(events.CycleDispatched, attempt=1, timeout=30)
@@ -177,7 +180,11 @@ async def seed_run(
 async def test_stuck_pod_holds_the_job_without_churn_and_it_resumes_under_the_same_names(
     seed_run: SeedRun,
 ) -> None:
-    run = seed_run
+    await check_seed_run(seed_run)
+
+
+async def check_seed_run(run: SeedRun) -> None:
+    """Everything the seed scenario promises, judged from the record of one run."""
     log = run.scenario.log
 
     # While stuck, far past every deadline: the old pod is still there, nothing new exists.
@@ -197,6 +204,9 @@ async def test_stuck_pod_holds_the_job_without_churn_and_it_resumes_under_the_sa
     assert run.final_pod["metadata"]["labels"]["clearance.dev/attempt"] == "2"
     assert run.final_status.get("numberOfRequeueings") == 1
     assert run.final_status.get("state") == "Running"
+
+    # The bare-Pod item is one object: one inventory entry (issue 17 Build 5).
+    assert [(o.kind, o.name) for o in run.teardown.inventory] == [("Pod", POD)]
 
     # Bounded requeue count: one decision, one teardown, one redispatch.
     assert [e.attempt for e in log.of(events.CycleRequeued)] == [1]

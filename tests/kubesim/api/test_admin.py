@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import aiohttp
 from api_support import api_error
@@ -96,3 +97,28 @@ async def test_request_log_records_reads_and_failed_writes_by_client(
     doc = await (await http.get("/kubesim/v1/requests?userAgent=reader-x")).json()
     assert [(r["verb"], r["code"]) for r in doc["items"]] == [("list", 200), ("delete", 404)]
     assert all(r["started"] <= r["ended"] for r in doc["items"])
+
+
+async def test_injected_failure_with_a_user_agent_hits_only_those_clients(
+    http: aiohttp.ClientSession, core_api: k8s.CoreV1Api, ns: str
+) -> None:
+    rule = {"path": "/configmaps$", "code": 500, "count": None, "userAgent": "clearance-"}
+    await http.post("/kubesim/v1/fail", json=rule)
+    path = f"/api/v1/namespaces/{ns}/configmaps"
+    hit = await http.get(path, headers={"User-Agent": "clearance-tracker/1 (x; pid 1)"})
+    spared = await http.get(path, headers={"User-Agent": "chaos-driver/1"})
+    assert (hit.status, spared.status) == (500, 200)
+
+
+async def test_history_keeps_the_committed_body_of_the_kinds_it_is_told_to(
+    apiserver: Any, http: aiohttp.ClientSession, core_api: k8s.CoreV1Api, ns: str
+) -> None:
+    apiserver.store.audit_objects = frozenset({"ConfigMap"})
+    await core_api.create_namespaced_config_map(ns, {"metadata": {"name": "c"}, "data": {"k": "1"}})
+    await core_api.patch_namespaced_config_map("c", ns, {"data": {"k": "2"}})
+    await core_api.create_namespaced_secret(ns, {"metadata": {"name": "s"}})
+    doc = await (await http.get(f"/kubesim/v1/history?namespace={ns}")).json()
+    bodies = {(e["kind"], e["type"]): e.get("object") for e in doc["items"]}
+    assert bodies[("ConfigMap", "ADDED")]["data"] == {"k": "1"}
+    assert bodies[("ConfigMap", "MODIFIED")]["data"] == {"k": "2"}
+    assert bodies[("Secret", "ADDED")] is None

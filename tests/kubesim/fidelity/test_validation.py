@@ -1,7 +1,9 @@
 """Issue 17 Build 4 / Acceptance 4: kubesim rejects what a real API server rejects, in the same
 shape, through kubectl, kubernetes-asyncio (typed + CustomObjectsApi) and the dynamic client.
 
-References (the oracle for every expected string here):
+References (the oracle for every expected string here): the shared reference
+kubernetes-semantics.md (§ "Invalid object → 422 Invalid with details.causes[{reason, message,
+field}]", the `Status` shape and the 422 row of the error table), and the sources it points to:
 * custom resources: apiextensions-apiserver pkg/apiserver/validation/validation.go
   (`kubeOpenAPIResultToFieldErrors`), kube-openapi pkg/validation/errors/schema.go (messages),
   pkg/apiserver/schema/objectmeta/validation.go (embedded resources);

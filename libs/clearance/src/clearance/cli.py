@@ -15,6 +15,7 @@ import contextlib
 import logging
 import signal
 import sys
+import textwrap
 from collections.abc import Sequence
 from datetime import timedelta
 
@@ -77,7 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
     explain = commands.add_parser(
         "explain",
         help="why is this AppWrapper not running? state, cycle, blockers, next step",
-        description=(
+        description=textwrap.fill(
             "One screen for one AppWrapper: its state and attempt, the current requeue "
             "cycle's timeline (requeued, teardown started, alerts, forced, confirmed, "
             "cleared, redispatched), what blocks it now (each remaining object with its "
@@ -86,7 +87,8 @@ def build_parser() -> argparse.ArgumentParser:
             "(KUBECONFIG, --kubeconfig, --context), NATS through CLEARANCE_NATS_URL, "
             "CLEARANCE_NATS_CREDS, CLEARANCE_NATS_USER/_PASSWORD and CLEARANCE_NATS_TLS_*. "
             "Exit status 1 with one line on stderr when it cannot (unknown AppWrapper, no "
-            "permission, API server or NATS unreachable)."
+            "permission, API server or NATS unreachable).",
+            width=88,
         ),
         epilog=(
             "examples:\n"
@@ -129,6 +131,14 @@ def build_parser() -> argparse.ArgumentParser:
         default="pod",
         help="what the AppWrapper wraps: one bare pod (default), or the seed's own example, a "
         "PyTorchJob of 1 master + 3 workers whose worker-1 gets stuck",
+    )
+    demo.add_argument(
+        "--ha",
+        action="store_true",
+        help="run it the way the prod overlay deploys: a 3-node NATS cluster (R3 streams), two "
+        "tracker and two dispatcher replicas; right after the requeue, kill -9 the NATS node "
+        "leading the cycle stream and the dispatcher leader, narrate the fail-overs, then "
+        "start the node again on its store (the pod workload only)",
     )
     demo.add_argument(
         "--workdir",
@@ -205,7 +215,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             return asyncio.run(_run_explain(args))
         from clearance.demo import run_demo
 
-        return run_demo(stuck_for=args.stuck_for, workdir=args.workdir, workload=args.workload)
+        if args.ha and args.workload != "pod":
+            print("clearance demo: --ha runs the pod workload only", file=sys.stderr)
+            return EXIT_USAGE
+        return run_demo(
+            stuck_for=args.stuck_for, workdir=args.workdir, workload=args.workload, ha=args.ha
+        )
     except SettingsError as exc:
         print(f"clearance: {exc}", file=sys.stderr)
         return EXIT_USAGE

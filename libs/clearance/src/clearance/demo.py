@@ -26,14 +26,14 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, Final, Literal
 
 import msgspec
 
-from clearance import bus, events, narration, subjects
+from clearance import bus, events, hademo, narration, subjects
 from clearance.kube import PODS, Kube, KubeConfig, KubeError, Resource
 from clearance.settings import CommonSettings
 from clearance.stack import LocalStack, StackConfig
@@ -151,6 +151,7 @@ async def run_scenario(
     stuck_for: timedelta,
     out: Callable[[str], None] = print,
     workload: Workload = "pod",
+    ha: bool = False,
 ) -> int:
     narrator = narration.Narrator(out)
     # The PyTorchJob needs the CRD of kubesim's training-operator stand-in, and a third node:
@@ -158,11 +159,20 @@ async def run_scenario(
     nodes, flags = 2, KUBESIM_FLAGS
     if workload == "pytorchjob":
         nodes, flags = (3, (*KUBESIM_FLAGS, "--builtin-crd", "pytorchjob"))
-    narrator.say(f"starting embedded nats-server, kubesim ({nodes} nodes) and the three services …")
+    nats = f"a {hademo.NATS_NODES}-node NATS cluster" if ha else "embedded nats-server"
+    narrator.say(f"starting {nats}, kubesim ({nodes} nodes) and the three services …")
     stack = LocalStack(
-        StackConfig(workdir=workdir, nodes=nodes, kubesim_flags=flags, env=SERVICE_ENV)
+        StackConfig(
+            workdir=workdir,
+            nodes=nodes,
+            kubesim_flags=flags,
+            env=SERVICE_ENV,
+            nats_nodes=hademo.NATS_NODES if ha else 1,
+        )
     )
     async with stack:
+        if ha:
+            hademo.add_replicas(stack, narrator)
         narrator.say(
             f"ready: NATS {stack.nats_url}, kubesim {stack.kubesim_url}, "
             + ", ".join(f"{n} :{p.http_port}" for n, p in stack.services.items())
@@ -181,12 +191,23 @@ async def run_scenario(
             ),
         ]
         try:
+            if ha:
+                await hademo.describe_topology(stack, narrator)
             if workload == "pytorchjob":
                 from clearance.trainingdemo import pytorchjob_scenario
 
                 await pytorchjob_scenario(stack, kube, queue, narrator, stuck_for)
             else:
-                await _scenario(stack, kube, queue, narrator, stuck_for)
+                failed: list[str] = []
+
+                async def fail() -> None:
+                    failed.append(await hademo.fail_mid_cycle(stack, narrator))
+
+                await _scenario(
+                    stack, kube, queue, narrator, stuck_for, after_requeue=fail if ha else None
+                )
+                for node in failed:
+                    await hademo.rejoin(stack, narrator, node)
             await narration.keep_history(stack, workdir / HISTORY_FILE)
         finally:
             for task in followers:
@@ -212,6 +233,8 @@ async def _scenario(
     queue: asyncio.Queue[events.Event],
     narrator: narration.Narrator,
     stuck_for: timedelta,
+    *,
+    after_requeue: Callable[[], Awaitable[None]] | None = None,
 ) -> None:
     narrator.step(
         f"submit AppWrapper {NAMESPACE}/{APPWRAPPER}: one pod, minAvailable 1, "
@@ -241,6 +264,8 @@ async def _scenario(
         queue, narrator, lambda e: isinstance(e, events.CycleTeardownStarted), timeout=60,
         what="the requeue",
     )  # fmt: skip
+    if after_requeue is not None:
+        await after_requeue()
     narrator.say(
         f"MCAD would now redispatch into the same pod name ('409 object is being deleted'); "
         f"Clearance holds attempt 2 until the pod is confirmed gone. Leaving it stuck for "
@@ -294,7 +319,11 @@ async def _scenario(
 
 
 def run_demo(
-    *, stuck_for: timedelta, workdir: str | None = None, workload: Workload = "pod"
+    *,
+    stuck_for: timedelta,
+    workdir: str | None = None,
+    workload: Workload = "pod",
+    ha: bool = False,
 ) -> int:
     """Entry point of ``clearance demo``; returns the exit code."""
     path = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="clearance-demo-"))
@@ -305,6 +334,7 @@ def run_demo(
                 stuck_for=stuck_for,
                 out=lambda s: print(s, flush=True),
                 workload=workload,
+                ha=ha,
             )
         )
     except KeyboardInterrupt:

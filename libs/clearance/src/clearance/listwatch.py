@@ -286,6 +286,10 @@ class ListWatch(Generic[T]):
                     )
                     await asyncio.sleep(self.timing.retry_delay)
                 except (TimeoutError, OSError, aiohttp.ClientError) as exc:
+                    if _being_cancelled():
+                        # A client timeout that fired with our cancellation turned it into
+                        # TimeoutError: resuming would keep a stopped informer watching forever.
+                        raise asyncio.CancelledError from exc
                     log.info(
                         "watch interrupted, resuming", extra={**self._extra, "error": repr(exc)}
                     )
@@ -332,3 +336,9 @@ class ListWatch(Generic[T]):
                         continue
                     action: Action = kind  # type: ignore[assignment]
                     yield Changed(action, decoded)
+
+
+def _being_cancelled() -> bool:
+    """Has someone asked the current task to stop (even if the request was swallowed)?"""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0

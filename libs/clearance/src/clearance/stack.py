@@ -48,6 +48,8 @@ class StackConfig:
     services: Sequence[str] = SERVICES
     traces: bool = True
     ready_timeout: float = 60.0
+    crd: str | None = None
+    """The AppWrapper CRD (YAML) kubesim serves; None: the one shipped (deploy/crd)."""
     nats_nodes: int = 1
     """1: one embedded nats-server; 3 (or 5): a JetStream cluster of that many nodes, the
     services told every node's URL and ``CLEARANCE_STREAM_REPLICAS`` set to the node count
@@ -100,7 +102,7 @@ class LocalStack:
 
     def _start_kubesim(self) -> None:
         crd = self.workdir / "appwrapper-crd.yaml"
-        crd.write_text(appwrapper_crd())
+        crd.write_text(self.config.crd if self.config.crd is not None else appwrapper_crd())
         port = free_port()
         command = [
             venv_script("kubesim"),
@@ -159,9 +161,13 @@ class LocalStack:
     def _service(self, name: str, *, replica: int = 0) -> ServiceProcess:
         port = free_port()
         suffix = f"-{replica}" if replica else ""
+        # Each instance is its own "pod": in Kubernetes HOSTNAME is the pod's name, and the
+        # tracker replicas tell themselves apart by it (their replica id). On one host they
+        # would all share the host name and each act as the owner of the other's records.
+        pod = {"HOSTNAME": f"clearance-{name}-{replica}"}
         return ServiceProcess(
             [venv_script(f"clearance-{name}")],
-            env=self.service_environment(name, http_port=port),
+            env={**pod, **self.service_environment(name, http_port=port)},
             log_path=self.workdir / "logs" / f"{name}{suffix}.log",
             http_port=port,
         )

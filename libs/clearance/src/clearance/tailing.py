@@ -70,6 +70,8 @@ def _ref(obj: ObjectRef) -> str:
 
 
 def _refs(objs: tuple[ObjectRef, ...], limit: int = 4) -> str:
+    """One entry per object (by UID): older dispatchers listed a bare-Pod item twice."""
+    objs = tuple({o.uid or f"{o.kind}/{o.name}": o for o in objs}.values())
     shown = ", ".join(_ref(o) for o in objs[:limit])
     return shown + (f" (+{len(objs) - limit} more)" if len(objs) > limit else "")
 

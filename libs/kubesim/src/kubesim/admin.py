@@ -4,7 +4,9 @@
   "method": str|null, "retryAfter": s|null}`: matching requests wait `latency` seconds, then
   (if `code`) answer a Status with that code; `retryAfter` adds `details.retryAfterSeconds`
   and a `Retry-After` header (a 429 from NewTooManyRequests, a 503/504 asking to come back);
-  `count` null = until cleared. `DELETE /kubesim/v1/fail` clears.
+  `count` null = until cleared; `userAgent` (substring) limits the rule to matching clients
+  (a chaos run fails the system under test, not its own driver). `DELETE /kubesim/v1/fail`
+  clears.
 * `GET /kubesim/v1/flowcontrol`: the request limits (:mod:`kubesim.flowcontrol`), requests in
   flight (current, peak), admitted and rejected counts (by reason and User-Agent).
   `POST` with any of `{"maxRequestsInflight", "maxMutatingRequestsInflight", "rateLimit",
@@ -14,7 +16,8 @@
 * `POST /kubesim/v1/compact`: forgets the change ring; older resourceVersions answer 410.
 * `GET /kubesim/v1/history?since=RV&limit=N&kind=K&namespace=NS&name=N`: the ordered change
   log `{rv,type,kind,group,resource,namespace,name,uid,time,userAgent,verb,labels,owners,
-  terminating,node}` (see :mod:`kubesim.audit`). It is a separate bounded audit log, so it
+  terminating,node}` (see :mod:`kubesim.audit`), plus `object` (the body as committed) for the
+  kinds ``kubesim serve --audit-objects`` names. It is a separate bounded audit log, so it
   survives compaction (tests compare consumer output with what really happened).
 * `GET /kubesim/v1/requests?since=ID&userAgent=SUBSTRING`: the request log
   `{id,started,ended,method,path,verb,userAgent,code}`, oldest first.
@@ -48,9 +51,12 @@ class FailureRule:
     latency: float
     method: str | None
     retry_after: int | None = None
+    user_agent: str | None = None
 
-    def matches(self, method: str, path: str) -> bool:
+    def matches(self, method: str, path: str, user_agent: str = "") -> bool:
         if self.method and self.method.upper() != method.upper():
+            return False
+        if self.user_agent and self.user_agent not in user_agent:
             return False
         return bool(self.path.search(path))
 
@@ -77,6 +83,7 @@ class FaultInjector:
                 latency=float(spec.get("latency") or 0.0),
                 method=spec.get("method"),
                 retry_after=int(retry) if retry is not None else None,
+                user_agent=str(spec["userAgent"]) if spec.get("userAgent") else None,
             )
         except (TypeError, ValueError) as exc:
             raise ApiError(400, "BadRequest", f"invalid failure rule: {exc}") from exc
@@ -90,9 +97,9 @@ class FaultInjector:
     def clear(self) -> None:
         self.rules.clear()
 
-    def match(self, method: str, path: str) -> FailureRule | None:
+    def match(self, method: str, path: str, user_agent: str = "") -> FailureRule | None:
         for rule in list(self.rules):
-            if rule.matches(method, path):
+            if rule.matches(method, path, user_agent):
                 if rule.remaining is not None:
                     rule.remaining -= 1
                     if rule.remaining <= 0:

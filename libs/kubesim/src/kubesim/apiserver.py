@@ -235,7 +235,9 @@ class ApiServer:
 
     async def _handle(self, request: web.Request, handler: Handler) -> web.StreamResponse:
         if not request.path.startswith("/kubesim/"):
-            rule = self.faults.match(request.method, request.path)
+            rule = self.faults.match(
+                request.method, request.path, request.headers.get("User-Agent", "")
+            )
             if rule is not None:
                 if rule.latency > 0:
                     await asyncio.sleep(rule.latency)

@@ -20,6 +20,7 @@ to ``kubesim``.
 
 from __future__ import annotations
 
+import copy
 import itertools
 import time
 from collections import deque
@@ -74,8 +75,11 @@ class AuditEntry:
     of a gracefully deleted object; false for an object removed at once)."""
     node: str
     """``spec.nodeName`` for pods, else ``""``."""
+    object: Mapping[str, Any] | None = None
+    """The body as committed, for the kinds the server was told to keep (``--audit-objects``)."""
 
     def to_json(self) -> dict[str, Any]:
+        extra = {} if self.object is None else {"object": self.object}
         return {
             "rv": str(self.rev),
             "type": self.type,
@@ -92,6 +96,7 @@ class AuditEntry:
             "owners": list(self.owners),
             "terminating": self.terminating,
             "node": self.node,
+            **extra,
         }
 
 
@@ -104,6 +109,7 @@ def entry_for(
     name: str,
     obj: Mapping[str, Any],
     kind: str,
+    keep_object: bool = False,
 ) -> AuditEntry:
     meta = obj.get("metadata") or {}
     actor = current_actor.get()
@@ -128,6 +134,7 @@ def entry_for(
         ),
         terminating=bool(meta.get("deletionTimestamp")),
         node=str((spec or {}).get("nodeName") or "") if isinstance(spec, Mapping) else "",
+        object=copy.deepcopy(dict(obj)) if keep_object else None,
     )
 
 

@@ -206,6 +206,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="CustomResourceDefinition YAML to register at start (repeatable, multi-doc OK)",
     )
     serve.add_argument(
+        "--audit-objects",
+        default="",
+        metavar="KINDS",
+        help="keep the committed body of these kinds in the write history (comma-separated, "
+        "'*' for all; default none): a history checker sees status and phase at each commit",
+    )
+    serve.add_argument(
         "--builtin-crd",
         action="append",
         default=[],
@@ -304,6 +311,7 @@ def _serve(args: argparse.Namespace) -> int:
             builtin_crds=tuple(args.builtin_crd),
             enable_controllers=not args.no_controllers,
             flow_control=flow_control,
+            audit_objects=tuple(k for k in args.audit_objects.split(",") if k.strip()),
             **timings,
         )
         cluster = Cluster(config, kubeconfig_path=args.kubeconfig)

@@ -96,6 +96,8 @@ class ClusterConfig:
     scheduler_retry: float = 1.0  # scheduler podInitialBackoffSeconds, real 1s
     model_full_disruption: bool = True  # stop NoExecute tainting when every node is down
     history_limit: int = 10_000
+    # Kinds whose committed bodies the write history keeps ("*" all; kubesim.audit).
+    audit_objects: tuple[str, ...] = ()
     bookmark_interval: float = 60.0  # apiserver watch bookmark frequency, real ~1 min
     crd_files: tuple[str, ...] = ()
     # Bundled CRDs to register after crd_files (kubesim.builtin_crds.BUILTIN_CRDS: "pytorchjob").
@@ -158,6 +160,7 @@ class Cluster:
             default_toleration_seconds=int(self.config.default_toleration),
             flow_control=self.config.flow_control,
         )
+        self.server.store.audit_objects = frozenset(k.strip() for k in self.config.audit_objects)
         self.url = ""
         self.client: KubeClient | None = None
         self.kubelets: dict[str, Kubelet] = {}

@@ -155,6 +155,8 @@ class Store:
         self.horizon = 0
         self._watchers: dict[ResourceKey, set[Watcher]] = {}
         self.audit: deque[AuditEntry] = deque(maxlen=audit_limit)
+        self.audit_objects: frozenset[str] = frozenset()
+        """Kinds whose committed bodies the audit log keeps (``*``: every kind)."""
         self.watch_queue_limit = watch_queue_limit
         self.listeners: list[Callable[[Change], None]] = []
         self._rev_waiters: list[tuple[int, asyncio.Future[None]]] = []
@@ -272,6 +274,7 @@ class Store:
                 name=change.name,
                 obj=change.obj,
                 kind=kind,
+                keep_object=kind in self.audit_objects or "*" in self.audit_objects,
             )
         )
         shared: dict[str, WatchEvent] = {}

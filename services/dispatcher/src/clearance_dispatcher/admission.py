@@ -74,6 +74,21 @@ class Admission:
             out.append(queueing.Candidate(key, spec.priority, spec.creation, spec.requests))
         return out
 
+    def admits(self, key: tuple[str, str], spec: AppWrapperSpec) -> bool:
+        """Whether ``key``, if it were queued now, would be admitted by a scan (same order,
+        same capacity rule). Pure: marks nothing; used to dispatch right on ``cleared``."""
+        rt = self.rt
+        cands = [c for c in self.candidates() if c.key != key]
+        cands.append(queueing.Candidate(key, spec.priority, spec.creation, spec.requests))
+        free = capacity.free_capacity(
+            rt.state.nodes.values(),
+            rt.state.pods.values(),
+            self.reservations(),
+            requests_of=rt.state.requests_of,
+        )
+        plan = queueing.plan(cands, free, policy=rt.settings.head_of_line)
+        return any(c.key == key for c in plan.admit)
+
     def scan(self) -> None:
         """Admit what fits, in queue order; the workers do the dispatching."""
         rt = self.rt

@@ -40,15 +40,16 @@ class Dispatcher:
         self.intake = Intake(rt)
         self.admission = Admission(rt)
         teardown = Teardown(rt, roots)
+        dispatch = Dispatch(rt, roots, teardown)
         self.reconciler = Reconciler(
             rt,
             admission=self.admission,
             validation=Validation(rt),
-            dispatch=Dispatch(rt, roots, teardown),
+            dispatch=dispatch,
             monitor=Monitor(rt, self.intake, teardown),
             teardown=teardown,
         )
-        self.handlers = Handlers(rt, roots)
+        self.handlers = Handlers(rt, roots, self.admission, dispatch)
         # What the service wires up.
         self.state = rt.state
         self.synced = rt.synced

@@ -3,8 +3,12 @@
 ``cleared`` of attempt N is accepted only while the bookkeeping awaits exactly that attempt
 (``tearingDown`` = N, :func:`~clearance_dispatcher.transitions.accept_cleared`); anything else —
 a duplicate, a stale attempt, an unknown AppWrapper — is counted and acknowledged without
-effect. Accepted, the AppWrapper is queued again at once and the queue scan woken, so with a
-zero pause the dispatch follows without waiting for the periodic scan; a Failed attempt's
+effect. Accepted with a zero pause and room in the cluster (the queue scan's own rule,
+:meth:`~clearance_dispatcher.admission.Admission.admits`), the requeue and the Dispatching of
+N+1 are one status write - after the dispatch's safety-belt LIST found no pod of another
+attempt, so an attempt is never written while old pods exist - and a worker creates the items
+at once, with no scan and no second LIST in between;
+otherwise the AppWrapper is queued again and the queue scan woken; a Failed attempt's
 ``cleared`` ends its cycle root instead. ``deletion.stuck`` becomes the ``DeletionStuck``
 condition and ``status.clearance.stuck``. A write that does not go through is retried by
 redelivery (:class:`~clearance.bus.Retry`).
@@ -16,9 +20,14 @@ import logging
 
 from clearance.bus import Delivery, Retry
 from clearance.events import AlertDeletionStuck, AppWrapperRef, CycleCleared, Event
+from clearance.kube import KubeError
 from clearance_dispatcher import transitions
+from clearance_dispatcher.admission import Admission
+from clearance_dispatcher.appwrapper import AppWrapperSpec
 from clearance_dispatcher.bookkeeping import ClearanceStatus, StuckEntry
 from clearance_dispatcher.cycles import CycleRoots
+from clearance_dispatcher.effects.dispatch import Dispatch
+from clearance_dispatcher.policy import pause_seconds
 from clearance_dispatcher.runtime import Abort, Runtime
 from clearance_dispatcher.state import Entry
 from clearance_dispatcher.status import Observed, Patch
@@ -27,9 +36,32 @@ log = logging.getLogger(__name__)
 
 
 class Handlers:
-    def __init__(self, rt: Runtime, roots: CycleRoots) -> None:
+    def __init__(
+        self, rt: Runtime, roots: CycleRoots, admission: Admission, dispatch: Dispatch
+    ) -> None:
         self.rt = rt
         self.roots = roots
+        self.admission = admission
+        self.dispatch = dispatch
+
+    def _dispatch_at_once(self, key: tuple[str, str], entry: Entry) -> bool:
+        """A requeued AppWrapper with no pause that a queue scan would admit right now."""
+        spec = entry.parsed
+        if not isinstance(spec, AppWrapperSpec) or entry.observed.clearance.phase != "TearingDown":
+            return False
+        if pause_seconds(spec, self.rt.settings) > 0:
+            return False
+        return self.admission.admits(key, spec)
+
+    async def _belt_clear(self, entry: Entry, attempt: int) -> bool:
+        """The dispatch's safety belt, before its attempt is written: a quorum LIST finds no
+        pod of another attempt (False, also on an API error: the queue path retries)."""
+        spec = entry.parsed
+        assert isinstance(spec, AppWrapperSpec)
+        try:
+            return not await self.dispatch.older_pods(spec, attempt)
+        except KubeError:
+            return False
 
     def _entry(self, aw: AppWrapperRef) -> Entry | None:
         """The cached AppWrapper the tracker's message is about (None: not this UID)."""
@@ -52,9 +84,20 @@ class Handlers:
             return
         now = rt.now()
         before: list[ClearanceStatus] = []
+        at_once = self._dispatch_at_once(key, entry) and await self._belt_clear(
+            entry, event.attempt + 1
+        )
 
         def accept(obs: Observed) -> Patch | None:
             before[:] = [obs.clearance]
+            if at_once:
+                # Queued and Dispatching of N+1 in one write; the worker then resumes the
+                # Dispatching (safety-belt LIST, items) without waiting for a queue scan.
+                both = transitions.redispatch_on_cleared(
+                    obs, attempt=event.attempt, cleared_at=event.cleared_at, now=now
+                )
+                if both is not None:
+                    return both
             return transitions.accept_cleared(
                 obs, attempt=event.attempt, cleared_at=event.cleared_at, now=now
             )
@@ -74,7 +117,12 @@ class Handlers:
             # No redispatch follows: the Failed attempt's cycle ends with its cleared.
             self.roots.finish(entry.local, aw, before[0], outcome="failed")
         rt.queue.add(key)
-        rt.request_scan()
+        if rt.state.appwrappers[key].observed.clearance.phase != "Dispatching":
+            rt.request_scan()
+        else:
+            rt.state.appwrappers[key].local.belt_checked = event.attempt + 1
+            rt.crash_point("dispatch.started")
+            rt.request_scan()  # the reservation changed: others may fit differently
 
     async def handle_alert(self, event: Event, delivery: Delivery) -> None:
         """The tracker's ``deletion.stuck`` → ``DeletionStuck`` condition + ``clearance.stuck``."""

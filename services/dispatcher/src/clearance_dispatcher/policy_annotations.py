@@ -84,3 +84,18 @@ def policy_fields(
             continue
         fields[field_name] = seconds
     return fields, problems
+
+
+QUOTA_PREFIXES: Final = ("quota_", "mcad.ibm.com/quota", "workload.codeflare.dev/quota")
+"""MCAD v1's quota management keys (labels ``quota_context``/``quota_service`` of its quota
+tree, and annotations users copy from its examples). Clearance has no quota manager."""
+
+
+def quota_keys(metadata: Mapping[str, Any]) -> list[str]:
+    """The quota labels and annotations of an AppWrapper, which Clearance ignores (noted)."""
+    keys = []
+    for where in ("labels", "annotations"):
+        values = metadata.get(where)
+        if isinstance(values, Mapping):
+            keys += [f"{where}[{k}]" for k in values if str(k).startswith(QUOTA_PREFIXES)]
+    return sorted(keys)

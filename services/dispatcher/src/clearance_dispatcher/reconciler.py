@@ -32,11 +32,23 @@ from clearance_dispatcher.effects.dispatch import Dispatch
 from clearance_dispatcher.effects.monitor import Monitor
 from clearance_dispatcher.effects.teardown import Teardown
 from clearance_dispatcher.effects.validation import Validation
+from clearance_dispatcher.policy_annotations import quota_keys
 from clearance_dispatcher.runtime import Abort, Runtime
 from clearance_dispatcher.state import Entry, Key
 from clearance_dispatcher.status import StatusConflict
 
 log = logging.getLogger(__name__)
+
+
+def _note_quota(key: Key, entry: Entry) -> None:
+    """MCAD v1 quota labels/annotations are accepted and ignored: say so once, when queued."""
+    keys = quota_keys(entry.raw.get("metadata") or {})
+    if keys:
+        log.info(
+            "quota labels and annotations are ignored: Clearance has no quota management "
+            "(capacity alone decides the dispatch)",
+            extra={"aw": f"{key[0]}/{key[1]}", "ignored": keys},
+        )
 
 
 class Reconciler:
@@ -119,6 +131,7 @@ class Reconciler:
                 if entry.generation != cl.invalid_generation:
                     await self._enqueue(key, reason="SpecFixed")
             case None:
+                _note_quota(key, entry)
                 await self._enqueue(key, reason="AwaitingHeadOfLine")
                 self.rt.queue.add(key)
             case "Queued" if spec is not None:

@@ -30,13 +30,26 @@ from clearance.recording import record_event
 from clearance_dispatcher.metrics import DispatcherMetrics
 from clearance_dispatcher.settings import DispatcherSettings
 from clearance_dispatcher.state import ClusterState, Entry, Key
-from clearance_dispatcher.status import AppWrapperGone, StatusConflict, Transition, update_status
+from clearance_dispatcher.status import (
+    AppWrapperGone,
+    Patch,
+    PrunedWrite,
+    StatusConflict,
+    Transition,
+    update_status,
+)
 from clearance_dispatcher.storage import Bookkeeping, StorageKind
 from clearance_dispatcher.workqueue import WorkQueue
 
 log = logging.getLogger(__name__)
 
 COMPONENT: Final = "clearance-dispatcher"
+FIELDS_PRUNED: Final = "FieldsPruned"
+"""Condition type and Event reason: the API server dropped fields the dispatcher wrote."""
+PRUNED_FIX: Final = (
+    "the installed AppWrapper CRD does not keep them; install Clearance's CRD "
+    "(kubectl apply -k deploy/crd) or set CLEARANCE_BOOKKEEPING=auto or annotations"
+)
 
 
 class Abort(Exception):
@@ -79,6 +92,7 @@ class Runtime:
         self.on_gone: Callable[[str, str, str | None], None] = lambda ns, name, uid: None
         """Set by intake: what to do when a write finds the AppWrapper gone."""
         self._tasks: set[asyncio.Task[Any]] = set()
+        self._pruned_logged: set[str] = set()
 
     def now(self) -> datetime:
         return self.clock()
@@ -187,3 +201,55 @@ class Runtime:
             self.metrics.status_conflicts.inc()
             self.queue.add_after(key, 0.5)
             raise Abort() from None
+        except PrunedWrite as exc:
+            await self._pruned(key, exc.fields)
+            raise Abort() from None
+
+    async def _pruned(self, key: Key, fields: list[str]) -> None:
+        """A write lost fields to the schema: never a silent stall, never a hot loop.
+
+        Bookkeeping lost in auto mode: switch to the annotation and reconcile again (once per
+        switch). Otherwise the AppWrapper gets the ``FieldsPruned`` condition and a Warning
+        Event, the process logs it once per set of fields, and the key is *not* re-queued:
+        the next change of the AppWrapper (or of the CRD) tries again."""
+        lost = ", ".join(sorted(set(fields)))
+        if any(f.startswith("status.clearance") for f in fields) and (
+            self.settings.bookkeeping == "auto" and self.storage.use("annotations")
+        ):
+            log.warning(
+                "the API server pruned status.clearance; bookkeeping now kept in the annotation",
+                extra={"aw": f"{key[0]}/{key[1]}", "pruned": lost},
+            )
+            for other in list(self.state.appwrappers):
+                self.queue.add(other)
+            return
+        self.storage.annotations.learn_pruned(
+            {f.removeprefix("status.").split(".")[0] for f in fields if f.count(".") == 1}
+        )
+        message = f"the API server dropped {lost} from the dispatcher's status write: {PRUNED_FIX}"
+        if lost not in self._pruned_logged:
+            self._pruned_logged.add(lost)
+            log.error(message, extra={"aw": f"{key[0]}/{key[1]}", "pruned": lost})
+        entry = self.state.appwrappers.get(key)
+        if entry is None:
+            return
+        now = self.now()
+        condition = {FIELDS_PRUNED: (True, "PrunedBySchema", message)}
+        try:
+            await update_status(
+                self.kube,
+                self.aw_resource,
+                entry.raw,
+                lambda obs: Patch(at=now, conditions=condition),
+                storage=self.storage,
+                tries=self.settings.status_retries,
+                on_written=self._remember,
+            )
+        except PrunedWrite:
+            pass  # the condition itself is kept (conditions are MCAD's); nothing else to say
+        except (AppWrapperGone, StatusConflict) as exc:
+            log.info("FieldsPruned condition not written", extra={"error": str(exc)})
+        await self.warn(entry, FIELDS_PRUNED, message, key=f"{entry.uid}:pruned:{lost}")
+
+    async def _remember(self, updated: dict[str, Any]) -> None:
+        self.state.apply_appwrapper(updated)

@@ -27,6 +27,7 @@ from clearance_dispatcher import spans
 from clearance_dispatcher.controller import Dispatcher
 from clearance_dispatcher.metrics import DispatcherMetrics
 from clearance_dispatcher.runtime import Runtime
+from clearance_dispatcher.schemawatch import SchemaWatch
 from clearance_dispatcher.settings import DispatcherSettings
 
 log = logging.getLogger(__name__)
@@ -56,6 +57,9 @@ class Service:
         self.kube_config = kube_config or KubeConfig(
             request_timeout=settings.kube_request_timeout,
             user_agent=user_agent("dispatcher", settings.holder_identity),
+            qps=settings.kube_qps,
+            burst=settings.kube_burst,
+            max_retries=settings.kube_max_retries,
         )
         self.registry = CollectorRegistry()
         self.metrics = DispatcherMetrics(self.registry)
@@ -171,6 +175,10 @@ class Service:
     async def _lead(self, dispatcher: Dispatcher, js: Any) -> None:
         settings = self.settings
         kube_client = dispatcher.kube
+        # Where the bookkeeping lives is known before any AppWrapper is read.
+        schema = SchemaWatch(dispatcher.rt)
+        await schema.check()
+        self._task(schema.run(), "crd-check")
         if settings.intake == "nats":
             kube_stream = _stream(subjects.KUBE_STREAM)
             # The backlog is useless to a leader that LISTs right after subscribing: start at

@@ -13,6 +13,7 @@ import socket
 from dataclasses import field
 from typing import Literal
 
+from clearance.bounds import durations
 from clearance.settings import CommonSettings, Seconds, SettingsError, doc
 
 
@@ -77,6 +78,16 @@ class DispatcherSettings(CommonSettings):
             "MCAD v1's upstream one, which prunes status.clearance); auto: status when the "
             "served CRD keeps status.clearance, else annotations (read at start-up and on "
             "every change of the CRD)."
+        ),
+    )
+    crd_check_interval: Seconds = field(
+        default=30.0,
+        metadata=doc(
+            "Period of the re-read of the served AppWrapper CRD (GET by name): a changed schema "
+            "is logged once with what it prunes, and in auto bookkeeping mode decides where the "
+            "bookkeeping goes. A chart upgrade that re-applies MCAD's CRD is noticed within it "
+            "(a pruned write is noticed at once, by read-back).",
+            bounds=durations(0.1, 3600.0),
         ),
     )
     intake: Literal["nats", "kube"] = field(

@@ -71,6 +71,10 @@ class Local:
     """Monotonic time of the last completionstatus poll."""
     roots: dict[str, Span] = field(default_factory=dict)
     """Open ``requeue.cycle`` root spans started here, by traceparent."""
+    belt_checked: int | None = None
+    """Attempt whose safety-belt LIST (no pod of another attempt) ran right before its
+    Dispatching was written on ``cleared``; the worker's dispatch of it skips a second LIST."""
+
     announced: set[tuple[str, int]] = field(default_factory=set)
     """(AppWrapper UID, attempt) of earlier incarnations whose leftovers were handed to the
     tracker (``teardown.started``) by this replica."""

@@ -25,6 +25,7 @@ from typing import Any, Final
 
 import msgspec
 
+from clearance import testfaults
 from clearance.kube import Kube, KubeError, Resource
 from clearance_dispatcher.appwrapper import parse_time
 from clearance_dispatcher.bookkeeping import (
@@ -32,6 +33,7 @@ from clearance_dispatcher.bookkeeping import (
     STATUS_STORAGE,
     ClearanceStatus,
     Storage,
+    Write,
     micro_time,
 )
 
@@ -188,6 +190,36 @@ class StatusConflict(Exception):
     """The AppWrapper kept changing under us; the caller reconciles again later."""
 
 
+class PrunedWrite(Exception):
+    """The API server dropped fields of a status write (read back): the served CRD prunes
+    them. The write itself went through; ``fields`` are the dropped paths."""
+
+    def __init__(self, fields: list[str]) -> None:
+        super().__init__(", ".join(fields))
+        self.fields = fields
+
+
+def pruned_fields(writes: Sequence[Write], updated: Mapping[str, Any]) -> list[str]:
+    """Paths of ``status`` written by ``writes`` that ``updated`` (the answer) lacks."""
+    status = updated.get("status")
+    status = status if isinstance(status, Mapping) else {}
+    lost = []
+    for write in writes:
+        if write.subresource != "status":
+            continue
+        for key, value in (write.body.get("status") or {}).items():
+            if value is None:
+                continue
+            got = status.get(key)
+            if got is None or (isinstance(value, Mapping) and value and not got):
+                lost.append(f"status.{key}")
+            elif isinstance(value, Mapping) and isinstance(got, Mapping):
+                lost += [
+                    f"status.{key}.{k}" for k in value if value[k] is not None and k not in got
+                ]
+    return lost
+
+
 class AppWrapperGone(Exception):
     """The AppWrapper no longer exists (or has another UID)."""
 
@@ -206,7 +238,8 @@ async def update_status(
     """Apply ``transition`` to the AppWrapper with resourceVersion-guarded merge patches.
 
     Returns the updated object, or None when the transition had nothing to write. Raises
-    :class:`AppWrapperGone` or :class:`StatusConflict`.
+    :class:`AppWrapperGone` or :class:`StatusConflict`, and :class:`PrunedWrite` after a
+    write the server answered without some of its fields (never silently carrying on).
     """
     meta = raw.get("metadata") or {}
     namespace, name, uid = meta.get("namespace"), meta.get("name"), meta.get("uid")
@@ -249,5 +282,8 @@ async def update_status(
             continue
         if on_written is not None:
             await on_written(updated)
+        lost = [] if testfaults.active("ignore-pruned") else pruned_fields(writes, updated)
+        if lost:
+            raise PrunedWrite(lost)
         return updated
     raise StatusConflict(f"{namespace}/{name}: status kept conflicting after {tries} tries")

@@ -12,11 +12,13 @@ their side effects, so a crash anywhere resumes at the step it was in.
     Dispatched ─start_teardown─▶ TearingDown | Failed   (tearingDown = attempt)
     Dispatching ─fail_creation─▶ Failed                 (tearingDown = attempt)
     TearingDown ─accept_cleared─▶ Queued ;  Failed ─accept_cleared─▶ Failed (cycle ends)
+    TearingDown ─redispatch_on_cleared─▶ Dispatching (pause 0 and admitted: one write)
     Dispatched ─complete─▶ Completed ;  (new) | Queued | Invalid ─mark_invalid─▶ Invalid
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -287,6 +289,29 @@ def accept_cleared(
         )
         status["queuejobstate"] = "Queueing"
     return Patch(at=now, clearance=cl.cleared(cleared_at), status=status, conditions=conditions)
+
+
+def redispatch_on_cleared(
+    obs: Observed, *, attempt: int, cleared_at: datetime, now: datetime
+) -> Patch | None:
+    """``cleared`` of ``attempt`` with no pause and room to dispatch: the requeue's Queued and
+    the Dispatching of ``attempt + 1`` in one write (``accept_cleared`` then
+    ``begin_dispatch``, merged; the later change of a field wins). None when either does
+    not apply (a Failed attempt, a stale ``cleared``): the caller falls back to the queue."""
+    first = accept_cleared(obs, attempt=attempt, cleared_at=cleared_at, now=now)
+    if first is None or first.clearance is None or first.clearance.phase != "Queued":
+        return None
+    second = begin_dispatch(
+        dataclasses.replace(obs, clearance=first.clearance), attempt=attempt + 1, now=now
+    )
+    if second is None:
+        return None
+    return Patch(
+        at=now,
+        clearance=second.clearance,
+        status={**first.status, **second.status},
+        conditions={**first.conditions, **second.conditions},
+    )
 
 
 def record_stuck(

@@ -35,7 +35,7 @@ from datetime import datetime
 
 import msgspec
 
-from clearance import labels
+from clearance import labels, testfaults
 from clearance.events import ItemObject, ObjectMeta, PodObject
 from clearance_tracker.teardown import Clearing, ConfirmHow, Source, Teardown, TrackedObject
 
@@ -293,9 +293,16 @@ def decide_cleared(record: Teardown, *, now: datetime, by: str) -> Teardown:
     makes "all confirmed" mean "nothing of attempts ≤ N is left"); an earlier `clearing` is
     never moved.
     """
-    if record.clearing is not None or not record.all_confirmed:
+    if record.clearing is not None:
+        return record
+    if not record.all_confirmed and not _clears_early(record):
         return record
     return msgspec.structs.replace(record, clearing=Clearing(cleared_at=now, by=by))
+
+
+def _clears_early(record: Teardown) -> bool:
+    """The ``cleared-early`` broken build (tests only): one object may still be open."""
+    return testfaults.active("cleared-early") and len(record.open_objects) <= 1
 
 
 def apply_verification(

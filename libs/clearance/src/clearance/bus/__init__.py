@@ -30,10 +30,23 @@ restarted without its store answers ``NoStreamResponseError`` (publish) or
 
 from __future__ import annotations
 
-from clearance.bus.backoff import DEFAULT_HANDLER_BACKOFF, DEFAULT_PUBLISH_RETRY, RetryPolicy
+from clearance.bus.backoff import (
+    DEFAULT_HANDLER_BACKOFF,
+    DEFAULT_PUBLISH_RETRY,
+    PUBLISH_RETRY_DEADLINE,
+    RetryPolicy,
+)
 from clearance.bus.connection import connect, shutdown
 from clearance.bus.consuming import Consumer, Decoder, Delivery, Handler, consume
-from clearance.bus.errors import BusError, ConsumerDriftError, FencedPublish, PublishError, Retry
+from clearance.bus.drift import StreamPlan, plan_stream
+from clearance.bus.errors import (
+    BusError,
+    ConsumerDriftError,
+    FencedPublish,
+    PublishError,
+    Retry,
+    StreamUnavailableError,
+)
 from clearance.bus.headers import (
     DLQ_CONSUMER_HEADER,
     DLQ_ERROR_HEADER,
@@ -44,7 +57,15 @@ from clearance.bus.headers import (
     MSG_ID,
 )
 from clearance.bus.metrics import PUBLISH_FAILURE_REASONS, BusMetrics
-from clearance.bus.provisioning import ensure_consumer, ensure_kv, ensure_stream, ensure_topology
+from clearance.bus.placement import note_placement
+from clearance.bus.provisioning import (
+    declared,
+    ensure_consumer,
+    ensure_kv,
+    ensure_stream,
+    ensure_topology,
+    find_stream,
+)
 from clearance.bus.publishing import publish
 from clearance.bus.topology import (
     ConsumerSpec,
@@ -67,6 +88,7 @@ __all__ = [
     "DLQ_SUBJECT_HEADER",
     "MSG_ID",
     "PUBLISH_FAILURE_REASONS",
+    "PUBLISH_RETRY_DEADLINE",
     "BusError",
     "BusMetrics",
     "Consumer",
@@ -80,9 +102,12 @@ __all__ = [
     "PublishError",
     "Retry",
     "RetryPolicy",
+    "StreamPlan",
     "StreamSpec",
+    "StreamUnavailableError",
     "connect",
     "consume",
+    "declared",
     "default_streams",
     "dlq_stream",
     "dlq_subject",
@@ -90,6 +115,9 @@ __all__ = [
     "ensure_kv",
     "ensure_stream",
     "ensure_topology",
+    "find_stream",
+    "note_placement",
+    "plan_stream",
     "publish",
     "shutdown",
     "subject_matches",

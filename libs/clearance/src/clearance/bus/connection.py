@@ -7,12 +7,15 @@ import contextlib
 import logging
 import ssl
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import nats.errors
 from nats.aio.client import Client as NatsClient
 
+from clearance.bus.backoff import DEFAULT_PUBLISH_RETRY
 from clearance.bus.errors import BusError
+from clearance.bus.publishing import set_publish_retry
 from clearance.settings import CommonSettings
 
 if TYPE_CHECKING:
@@ -108,6 +111,7 @@ async def connect(
             f"could not connect to NATS at {settings.nats_url} within {first_connect_timeout}s"
             + (f" (last error: {type(last).__name__}: {last})" if last else "")
         ) from exc
+    set_publish_retry(nc, replace(DEFAULT_PUBLISH_RETRY, deadline=settings.publish_retry_deadline))
     url = nc.connected_url
     log.info("nats connected", extra={"nats_client": name, "server": url.netloc if url else None})
     return nc

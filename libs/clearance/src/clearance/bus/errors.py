@@ -26,6 +26,15 @@ class FencedPublish(BusError, Fenced):
     """A publish refused because the publisher's term has ended (:mod:`clearance.fencing`)."""
 
 
+class StreamUnavailableError(BusError):
+    """The server could not say whether a stream exists (no leader, no meta leader, timeout).
+
+    Distinct from "no such stream" on purpose: a stream that exists but is electing a leader
+    must be waited for, never re-created (re-creating it could only race the election or,
+    with other settings, change its configuration).
+    """
+
+
 class ConsumerDriftError(BusError):
     """A durable consumer exists with a configuration the server refuses to update."""
 

@@ -8,8 +8,10 @@ re-created.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
+import weakref
 from collections.abc import Mapping, Sequence
 
 import msgspec
@@ -21,10 +23,11 @@ from opentelemetry.context import Context
 from opentelemetry.trace import SpanKind, Status, StatusCode, Tracer
 
 from clearance.bus.backoff import DEFAULT_PUBLISH_RETRY, RetryPolicy
-from clearance.bus.errors import FencedPublish, PublishError
+from clearance.bus.errors import FencedPublish, PublishError, StreamUnavailableError
 from clearance.bus.headers import MSG_ID
 from clearance.bus.metrics import BusMetrics
-from clearance.bus.provisioning import ensure_stream
+from clearance.bus.placement import note_placement
+from clearance.bus.provisioning import ensure_stream, find_stream
 from clearance.bus.topology import StreamSpec, default_streams
 from clearance.fencing import Fenced, Term
 from clearance.telemetry import inject_headers
@@ -52,7 +55,7 @@ async def publish(
     parent: Context | None = None,
     metrics: BusMetrics | None = None,
     streams: Sequence[StreamSpec] | None = None,
-    retry: RetryPolicy = DEFAULT_PUBLISH_RETRY,
+    retry: RetryPolicy | None = None,
     timeout: float | None = None,
     event_type: str | None = None,
     span_name: str | None = None,
@@ -91,7 +94,10 @@ async def publish(
         hdrs = inject_headers(None, dict(headers or {}))
         hdrs[MSG_ID] = msg_id
         last: BaseException | None = None
-        for attempt in range(1, retry.attempts + 1):
+        retry = retry or publish_retry(js)
+        attempt = 0
+        while True:
+            attempt += 1
             if fence is not None:
                 try:
                     fence.check(f"publish {subject}")
@@ -126,27 +132,30 @@ async def publish(
                     if ack.duplicate:
                         metrics.duplicates.labels(ack.stream).inc()
                     metrics.publish_latency.labels(ack.stream).observe(time.monotonic() - started)
+                if attempt > 1:
+                    await _note_recovery(js, ack.stream)
                 return ack
-            if attempt < retry.attempts:
-                if metrics is not None:
-                    metrics.publish_retries.labels(reason).inc()
-                pause = retry.delay(attempt)
-                log.info(
-                    "publish attempt failed, retrying with the same msg id",
-                    extra={
-                        "subject": subject,
-                        "msg_id": msg_id,
-                        "attempt": attempt,
-                        "reason": reason,
-                        "retry_in": round(pause, 3),
-                    },
-                )
-                await asyncio.sleep(pause)
+            pause = retry.delay(attempt)
+            if not retry.another(attempt, elapsed=time.monotonic() - started, pause=pause):
+                break
+            if metrics is not None:
+                metrics.publish_retries.labels(reason).inc()
+            log.info(
+                "publish attempt failed, retrying with the same msg id",
+                extra={
+                    "subject": subject,
+                    "msg_id": msg_id,
+                    "attempt": attempt,
+                    "reason": reason,
+                    "retry_in": round(pause, 3),
+                },
+            )
+            await asyncio.sleep(pause)
         assert last is not None
         if metrics is not None:
             metrics.publish_failures.labels(reason).inc()
         span.set_status(Status(StatusCode.ERROR, f"{type(last).__name__}: {last}"))
-        raise PublishError(subject, msg_id, retry.attempts, last) from last
+        raise PublishError(subject, msg_id, attempt, last) from last
 
 
 async def _reprovision_for(
@@ -155,20 +164,55 @@ async def _reprovision_for(
     streams: Sequence[StreamSpec] | None,
     metrics: BusMetrics | None,
 ) -> None:
+    """After "no stream answered": create the stream only if the server says it has none.
+
+    In a cluster the same answer comes while an existing stream elects a leader; then the
+    stream is left alone (re-creating it could only race the election) and the publish is
+    simply retried with the same Msg-Id.
+    """
     for spec in default_streams() if streams is None else streams:
         if not spec.covers(subject):
             continue
         try:
+            found = await find_stream(js, spec.name)
+            if found is not None:
+                log.info(
+                    "stream exists but no leader answered the publish; retrying, not re-creating",
+                    extra={"stream": spec.name, "subject": subject},
+                )
+                note_placement(found)
+                continue
             await ensure_stream(js, spec)
-        except (TimeoutError, nats.errors.Error) as exc:
+        except (TimeoutError, nats.errors.Error, StreamUnavailableError) as exc:
             log.info(
-                "stream re-provisioning failed (will retry)",
+                "stream state unknown (no leader?); not re-provisioned, will retry",
                 extra={"stream": spec.name, "error": f"{type(exc).__name__}: {exc}"},
             )
         else:
             log.warning(
-                "stream ensured after a no-stream answer to a publish",
+                "stream re-created after a no-stream answer to a publish",
                 extra={"stream": spec.name, "subject": subject},
             )
             if metrics is not None:
                 metrics.reprovisions.labels(spec.name).inc()
+
+
+async def _note_recovery(js: JetStreamContext, stream: str) -> None:
+    """After a publish that needed retries: log the stream's (possibly new) leader."""
+    with contextlib.suppress(Exception):
+        async with asyncio.timeout(1.0):
+            found = await find_stream(js, stream)
+        if found is not None:
+            note_placement(found)
+
+
+_POLICIES: weakref.WeakKeyDictionary[object, RetryPolicy] = weakref.WeakKeyDictionary()
+
+
+def set_publish_retry(nc: object, policy: RetryPolicy) -> None:
+    """The retry policy of every publish on ``nc`` that names none (set by ``connect``)."""
+    _POLICIES[nc] = policy
+
+
+def publish_retry(js: JetStreamContext) -> RetryPolicy:
+    return _POLICIES.get(js._nc, DEFAULT_PUBLISH_RETRY)

@@ -51,18 +51,27 @@ class Dispatch:
         self.roots = roots
         self.teardown = teardown
 
+    async def leftovers(self, spec: AppWrapperSpec, attempt: int) -> list[Leftover]:
+        """Quorum reads: every object that must go before ``attempt`` is created (any kind, any
+        earlier attempt or incarnation; :mod:`clearance_dispatcher.leftovers`)."""
+        rt = self.rt
+        found = await find_leftovers(rt.kube, rt.discovery, spec, attempt=attempt)
+        if testfaults.active("incarnation-blind"):
+            return [x for x in found if x.ref.kind == "Pod"]
+        return found
+
+    async def older_pods(self, spec: AppWrapperSpec, attempt: int) -> list[str]:
+        """The leftovers, described (the ``cleared`` handler's safety belt)."""
+        return [x.describe() for x in await self.leftovers(spec, attempt)]
+
     async def run(self, key: Key, entry: Entry, spec: AppWrapperSpec, *, attempt: int) -> None:
         """Dispatch ``attempt`` (from the queue, or resumed while Dispatching)."""
         rt = self.rt
         now = rt.now()
-        if testfaults.active("incarnation-blind"):
-            left = [
-                x
-                for x in await find_leftovers(rt.kube, rt.discovery, spec, attempt=attempt)
-                if x.ref.kind == "Pod"
-            ]
-        else:
-            left = await find_leftovers(rt.kube, rt.discovery, spec, attempt=attempt)
+        checked, entry.local.belt_checked = entry.local.belt_checked, None
+        fresh = checked == attempt and entry.observed.clearance.phase == "Dispatching"
+        # The cleared handler ran this check right before writing Dispatching: not twice.
+        left = [] if fresh else await self.leftovers(spec, attempt)
         if left:
             entry.local.admitted = False
             await self._blocked(entry, spec, left)

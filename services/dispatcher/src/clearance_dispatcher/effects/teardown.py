@@ -66,11 +66,11 @@ class Teardown:
                 ),
             )
         except BaseException:
-            root.end()
+            # Not ended, so never exported: the decision was not recorded, and the retry opens
+            # the cycle's one root (an ended root here was a second ``requeue.cycle``).
             raise
         if written is None:
-            root.end()
-            return
+            return  # nothing decided: the root is dropped unended (no span is exported)
         self.roots.keep(entry.local, root)
         rt.crash_point("requeue.decided")
         where = {"aw": f"{key[0]}/{key[1]}", "attempt": attempt}
@@ -140,8 +140,11 @@ class Teardown:
             deleted = await delete_items(rt.kube, rt.discovery, spec, attempt=attempt)
             rt.crash_point("teardown.deleted")
             inventory: list[ObjectRef] = list(deleted)
+            listed = {ref.uid for ref in deleted}  # a bare-Pod item is one object, one entry
             for pod in rt.state.pods_of(key):
                 found = labels.attempt_of(pod.metadata.labels)
+                if pod.metadata.uid in listed:
+                    continue
                 if found is None or found <= attempt:
                     inventory.append(
                         ObjectRef(
