@@ -3,7 +3,7 @@ SHELL := /bin/bash
 UV ?= $(shell command -v uv 2>/dev/null || echo "python3 -m uv")
 PY_SRC := libs/clearance/src libs/kubesim/src services/watcher/src services/tracker/src services/dispatcher/src
 
-.PHONY: install test lint schemas demo bench chaos
+.PHONY: install test lint schemas demo bench chaos ha ha-soak
 
 ## install: install uv from PyPI if missing, then the locked workspace into .venv, then Debian's
 ## prometheus package (prometheus + promtool, for the alert tests) where apt can and it is missing
@@ -38,3 +38,24 @@ bench: install
 ## CHAOS_ARGS='--schedules N --seed S' for more, '--replay SEED' for one; writes docs/chaos.{md,json}
 chaos: install
 	@$(UV) run --frozen --no-sync python -m tests.chaos $(CHAOS_ARGS)
+
+## ha: the HA end-to-end tests once (seed scenario on a 3-node NATS cluster losing a node)
+ha: install
+	@CLEARANCE_HA_E2E=1 $(UV) run --frozen --no-sync pytest -q tests/ha $(PYTEST_ARGS)
+
+## ha-soak: each node-loss test HA_RUNS times in a row (default 10), pass count and durations
+HA_RUNS ?= 10
+HA_TESTS ?= stream_leader_is_killed meta_leader_is_killed
+ha-soak: install
+	@failures=0; for test in $(HA_TESTS); do \
+	  passed=0; \
+	  for run in $$(seq 1 $(HA_RUNS)); do \
+	    start=$$(date +%s); \
+	    if CLEARANCE_HA_E2E=1 $(UV) run --frozen --no-sync pytest -q \
+	         tests/ha/test_seed_on_cluster.py -k "$$test" >/tmp/ha-soak-$$test-$$run.log 2>&1; \
+	    then passed=$$((passed + 1)); verdict=pass; else verdict="FAIL (/tmp/ha-soak-$$test-$$run.log)"; fi; \
+	    echo "$$test run $$run: $$verdict in $$(( $$(date +%s) - start )) s"; \
+	  done; \
+	  echo "$$test: $$passed/$(HA_RUNS) passed"; \
+	  failures=$$((failures + $(HA_RUNS) - passed)); \
+	done; test $$failures -eq 0

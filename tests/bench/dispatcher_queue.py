@@ -7,7 +7,7 @@ admitted or given a "waiting" reason. This benchmark drives the real ``Dispatche
 (no process, no API calls: ``scan`` is synchronous and pure over its in-memory state) with
 
 * a cluster of 200 nodes (64 cpu, 256 Gi) and 4,000 running pods of other workloads;
-* 500 / 1,000 / 5,000 queued AppWrappers (each a Job of 1-8 pods, one priority, so every
+* 500 / 5,000 / 20,000 queued AppWrappers (each a Job of 1-8 pods, one priority, so every
   one is capacity-checked - the worst case of the backfill policy), of which only the
   first few hundred fit.
 
@@ -20,8 +20,10 @@ time is what a shared machine does not inflate), i.e. per core.
 
 from __future__ import annotations
 
+import gc
 import statistics
 import time
+import tracemalloc
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -51,6 +53,7 @@ from .common import progress, spread
 
 T0 = datetime(2026, 12, 1, tzinfo=UTC)
 NODES = 200
+SIZES = (500, 5_000, 20_000)
 OTHER_PODS = 4_000
 
 
@@ -180,8 +183,22 @@ def timed(fn: Any, rounds: int, *, reset: Dispatcher | None = None) -> list[floa
     return out
 
 
+def dispatcher_measured(queued: int) -> tuple[Dispatcher, int]:
+    """The dispatcher of :func:`dispatcher_with` and the bytes its queued AppWrappers hold
+    (tracemalloc: Python allocations made while they were added, still alive)."""
+    d = dispatcher_with(0)
+    gc.collect()
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    for i in range(queued):
+        d.on_appwrapper(queued_appwrapper(i))
+    held = tracemalloc.get_traced_memory()[0] - before
+    tracemalloc.stop()
+    return d, held
+
+
 def measure(queued: int, rounds: int) -> dict[str, Any]:
-    d = dispatcher_with(queued)
+    d, held = dispatcher_measured(queued)
     scan_ms = timed(d.scan, rounds, reset=d)
     _reset(d)
     d.scan()
@@ -215,18 +232,23 @@ def measure(queued: int, rounds: int) -> dict[str, Any]:
         "scan_ms": spread(scan_ms, digits=2),
         "decisions_per_s": spread([queued / (ms / 1000) for ms in scan_ms], digits=0),
         "us_per_queued_appwrapper": round(median * 1000 / queued, 2),
+        "bytes_per_queued_appwrapper": round(held / queued),
         "breakdown": parts,
     }
 
 
 def run(*, rounds: int) -> dict[str, Any]:
     results = []
-    for queued in (500, 1_000, 5_000):
+    for queued in SIZES:
         progress(f"dispatcher: queue scans with {queued} queued AppWrappers ({rounds} rounds)")
         results.append(measure(queued, rounds))
     base = results[0]["scan_ms"]["median"]
     for r in results:
         r["scan_cost_vs_500"] = round(r["scan_ms"]["median"] / base, 2) if base else None
+        # Growth of the per-item cost against the smallest queue (1.0 = linear total cost).
+        r["per_item_growth_vs_500"] = round(
+            r["us_per_queued_appwrapper"] / results[0]["us_per_queued_appwrapper"], 2
+        )
     return {
         "cluster": {"nodes": NODES, "other_running_pods": OTHER_PODS},
         "by_queue_length": results,

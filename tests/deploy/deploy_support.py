@@ -123,8 +123,8 @@ def exported_metric_names() -> set[str]:
     `_total`/`_bucket`/… suffix prometheus_client adds)."""
     names: set[str] = set()
     for source in [
-        *REPO.glob("libs/clearance/src/clearance/*.py"),
-        *REPO.glob("services/*/src/*/*.py"),
+        *REPO.glob("libs/clearance/src/clearance/**/*.py"),
+        *REPO.glob("services/*/src/*/**/*.py"),
     ]:
         names |= set(re.findall(r'"(clearance_[a-z0-9_]+)"', source.read_text()))
     return names

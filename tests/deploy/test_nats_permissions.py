@@ -23,7 +23,7 @@ import re
 import subprocess
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import msgspec
@@ -47,7 +47,8 @@ from deploy_support import (
 from nats.aio.client import Client as NatsClient
 from nats.js import JetStreamContext, api
 
-from clearance import bus, subjects
+from clearance import bus, events, subjects
+from clearance.explaining import ExplainError, ExplainRequest, read_history, stored_events
 from clearance.natsserver import find_nats_server
 from clearance.settings import CommonSettings
 from clearance.tailing import TailRequest, tail
@@ -375,6 +376,63 @@ async def test_alerts_user_tails_alerts_and_cycle_events(connect: Connect) -> No
     sub = await nc.subscribe("clearance.alert.v1.>")
     await sub.unsubscribe()
     assert nc.last_error is None
+
+
+async def test_alerts_user_reads_what_clearance_explain_needs(connect: Connect) -> None:
+    """`clearance explain` reads one AppWrapper's cycle events and alerts (stream info with a
+    subject filter, then an ordered consumer) with nothing more than the alerts user."""
+    tracker = (await connect("tracker")).jetstream(timeout=5)
+    for stream in (CYCLE, ALERTS):
+        await bus.ensure_stream(tracker, stream)
+    now = datetime.now(UTC)
+    ref = events.AppWrapperRef(namespace="explain-ns", name="aw", uid="aw-uid")
+    cleared = events.CycleCleared(appwrapper=ref, attempt=1, occurred_at=now, cleared_at=now)
+    lost = events.AlertNodeLost(
+        appwrapper=ref,
+        attempt=1,
+        occurred_at=now,
+        summary="node n1 is lost",
+        node="n1",
+        reasons=(events.NodeMissing(node="n1"),),
+    )
+    for event in (cleared, lost):
+        await bus.publish(
+            tracker,
+            event.subject(),
+            events.encode(event),
+            msg_id=event.msg_id(),
+            streams=(STREAMS[event.stream],),
+            retry=bus.RetryPolicy(attempts=1),
+        )
+    nc = await connect("alerts")
+    found = [
+        await stored_events(nc, stream=stream, subject_filter=subject_filter, timeout=5)
+        for stream, subject_filter in (
+            (CYCLE.name, subjects.cycle_filter(namespace="explain-ns", appwrapper="aw")),
+            (ALERTS.name, subjects.alert_filter(namespace="explain-ns", appwrapper="aw")),
+        )
+    ]
+    assert found == [[cleared], [lost]]
+    assert nc.last_error is None
+
+
+async def test_explain_says_in_one_line_when_the_nats_user_may_not_read_the_streams(
+    connect: Connect,
+) -> None:
+    tracker = (await connect("tracker")).jetstream(timeout=5)
+    for stream in (CYCLE, ALERTS):
+        await bus.ensure_stream(tracker, stream)
+    nc = await connect("watcher")  # publishes kube events; may not read cycle events
+    request = ExplainRequest(
+        namespace="explain-ns", name="aw", settings=CommonSettings(), timeout=1.0
+    )
+    with pytest.raises(ExplainError) as raised:
+        await read_history(nc, request, "aw-uid")
+    message = str(raised.value)
+    assert message.startswith(
+        "NATS did not answer reading CLEARANCE_CYCLE within 1s: no permission"
+    )
+    assert "\n" not in message
 
 
 # ------------------------------------------------------------------------ what is refused

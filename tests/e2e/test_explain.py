@@ -58,9 +58,10 @@ from clearance import events
 from clearance.processes import venv_script
 from clearance.stack import LocalStack
 
+REPO = Path(__file__).resolve().parents[2]
 AW = "explain-job"
 POD = "explain-job-0"
-STUCK_ALERT, FORCE, PAUSE, GRACE = 2, 6, 1, 30
+STUCK_ALERT, FORCE, PAUSE, GRACE = 2, 7, 1, 30
 
 pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="module")]
 
@@ -434,12 +435,14 @@ async def test_explain_while_stuck_in_grace_shows_node_finalizer_grace_and_force
     )
     matches = check_lines(snap.text.lines, moment_in_grace(run))
     values = {k: int(v) for m in matches for k, v in m.groupdict().items()}
-    # The grace period left and the time to the force deadline are computed at reading time.
+    # The grace period left is computed at reading time: between the run's start and end.
     assert snap.pod is not None
-    deletion = datetime.fromisoformat(snap.pod["metadata"]["deletionTimestamp"])
-    read_at = snap.document["now"]
-    left = (deletion - datetime.fromisoformat(read_at)).total_seconds()
-    assert abs(values["left"] - left) <= 1, (values, left)
+    deletion = datetime.fromisoformat(snap.pod["metadata"]["deletionTimestamp"]).timestamp()
+    assert deletion - snap.text.ended - 0.5 <= values["left"] <= deletion - snap.text.started + 0.5
+    [blocker] = snap.document["blocking"]
+    [grace] = [c for c in blocker["causes"] if c["cause"] == "in_grace_period"]
+    read_at = datetime.fromisoformat(snap.document["now"]).timestamp()
+    assert grace["seconds_left"] == pytest.approx(deletion - read_at, abs=1e-3)
     assert 0 <= values["due"] <= FORCE - STUCK_ALERT
 
 
@@ -497,6 +500,32 @@ async def test_the_line_check_catches_a_stale_diagnosis(run: ExplainRun) -> None
     assert any("in its grace period" in line for line in run.stale.lines)
     with pytest.raises(AssertionError, match="line"):
         check_lines(run.stale.lines, moment_held(run, run.held))
+
+
+def shape(lines: Sequence[str]) -> list[str]:
+    """What each line of a screen is: its label, a timeline entry, an object, a cause, a command."""
+    kinds = []
+    for line in lines:
+        if re.match(r"  \d\d:\d\d:\d\dZ ", line):
+            kinds.append("entry")
+        elif line.startswith("    - "):
+            kinds.append("cause")
+        elif line.startswith("  kubectl "):
+            kinds.append("command")
+        elif line.startswith("  "):
+            kinds.append("object")
+        else:
+            kinds.append(line.split()[0])
+    return kinds
+
+
+async def test_the_readme_capture_has_the_shape_of_the_screen_stuck_in_grace(
+    run: ExplainRun,
+) -> None:
+    readme = (REPO / "README.md").read_text()
+    section = readme.split("## Operating it", 1)[1].split("\n## ", 1)[0]
+    capture = section.split("$ clearance explain default/seed-job\n", 1)[1].split("```", 1)[0]
+    assert shape(capture.splitlines()) == shape(run.in_grace.text.lines)
 
 
 @pytest.mark.parametrize(

@@ -90,7 +90,7 @@ async def test_a_watcher_that_skips_undecodable_pods_leaves_the_gang_uncounted(
     scenario = await launch(service_env={"watcher": {"CLEARANCE_TEST_FAULT": "drop-undecodable"}})
     await submit_odd_pod(scenario)
     await eventually(lambda: pod_running(scenario), timeout=30, what="the pod to run")
-    # Monitor and scan run every 250 ms: 3 s is a dozen chances to count a pod it had seen.
-    await asyncio.sleep(3)
+    # Monitor and scan run every 250 ms: 2 s is eight chances to count a pod it had seen.
+    await asyncio.sleep(2)
     assert await counted(scenario) is None
     assert (await scenario.status(AW)).get("running", 0) == 0

@@ -15,6 +15,7 @@ import contextlib
 import logging
 import signal
 import sys
+import textwrap
 from collections.abc import Sequence
 from datetime import timedelta
 
@@ -77,7 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
     explain = commands.add_parser(
         "explain",
         help="why is this AppWrapper not running? state, cycle, blockers, next step",
-        description=(
+        description=textwrap.fill(
             "One screen for one AppWrapper: its state and attempt, the current requeue "
             "cycle's timeline (requeued, teardown started, alerts, forced, confirmed, "
             "cleared, redispatched), what blocks it now (each remaining object with its "
@@ -86,7 +87,8 @@ def build_parser() -> argparse.ArgumentParser:
             "(KUBECONFIG, --kubeconfig, --context), NATS through CLEARANCE_NATS_URL, "
             "CLEARANCE_NATS_CREDS, CLEARANCE_NATS_USER/_PASSWORD and CLEARANCE_NATS_TLS_*. "
             "Exit status 1 with one line on stderr when it cannot (unknown AppWrapper, no "
-            "permission, API server or NATS unreachable)."
+            "permission, API server or NATS unreachable).",
+            width=88,
         ),
         epilog=(
             "examples:\n"

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -187,7 +188,8 @@ async def stored_events(
             await sub.unsubscribe()
 
 
-async def _history(nc: NatsClient, request: ExplainRequest, uid: str) -> tuple[History, ...]:
+async def read_history(nc: NatsClient, request: ExplainRequest, uid: str) -> tuple[History, ...]:
+    """The cycle events and alerts of incarnation ``uid`` of the requested AppWrapper."""
     ns, name = request.namespace, request.name
     reads = (
         (subjects.CYCLE_STREAM, subjects.cycle_filter(namespace=ns, appwrapper=name)),
@@ -232,7 +234,8 @@ async def _connect_kube(request: ExplainRequest) -> Kube:
     try:
         return await Kube.connect(config)
     except Exception as exc:  # kubeconfig missing or invalid: the client's own exceptions
-        raise ExplainError(f"no usable Kubernetes configuration: {exc}") from None
+        source = request.kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
+        raise ExplainError(f"no usable Kubernetes configuration ({source}): {exc}") from None
 
 
 async def _connect_nats(request: ExplainRequest) -> NatsClient:
@@ -268,7 +271,7 @@ async def gather(request: ExplainRequest, *, now: datetime | None = None) -> Fac
         status = parse_appwrapper(aw)
         nc = await _connect_nats(request)
         try:
-            history = await _history(nc, request, uid)
+            history = await read_history(nc, request, uid)
         finally:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(nc.close(), request.timeout)

@@ -24,6 +24,7 @@ import msgspec
 from kubernetes_asyncio import client as k8s_client
 from kubernetes_asyncio import config as k8s_config
 
+from clearance import apimanners
 from clearance.fencing import Fenced, Term
 
 JSON: Final = "application/json"
@@ -164,6 +165,12 @@ class KubeConfig:
     user_agent: str | None = None
     """``User-Agent`` of every request; see :func:`user_agent`. The API server's audit log
     (and kubesim's write history) names the writing client by it."""
+    qps: float = 0.0
+    """Client-side rate limit, requests per second (0: none; services pass their settings,
+    default :data:`clearance.apimanners.DEFAULT_QPS`)."""
+    burst: int = apimanners.DEFAULT_BURST
+    max_retries: int = 0
+    """Retries after 429 / 5xx (:mod:`clearance.apimanners`; 0: none)."""
 
 
 def user_agent(service: str, identity: str) -> str:
@@ -180,9 +187,17 @@ def user_agent(service: str, identity: str) -> str:
 class Kube:
     """An async Kubernetes client speaking raw JSON; one per service process."""
 
-    def __init__(self, api: k8s_client.ApiClient, *, request_timeout: float = 30.0) -> None:
+    def __init__(
+        self,
+        api: k8s_client.ApiClient,
+        *,
+        request_timeout: float = 30.0,
+        manners: apimanners.Manners | None = None,
+    ) -> None:
         self._api = api
         self._timeout = request_timeout
+        self.manners = manners
+        """Rate limit and 429/5xx retries (:mod:`clearance.apimanners`); None: neither."""
         self.fence: Term | None = None
         """When set, every write except to Leases first checks this term (fencing): a replica
         that lost its lease sends no write. Lease writes are the election's own."""
@@ -204,7 +219,12 @@ class Kube:
         api = k8s_client.ApiClient(configuration)
         if config.user_agent:
             api.user_agent = config.user_agent
-        return cls(api, request_timeout=config.request_timeout)
+        manners = (
+            apimanners.Manners(qps=config.qps, burst=config.burst, max_retries=config.max_retries)
+            if config.qps > 0 or config.max_retries > 0
+            else None
+        )
+        return cls(api, request_timeout=config.request_timeout, manners=manners)
 
     @property
     def host(self) -> str:
@@ -239,24 +259,49 @@ class Kube:
             for k, v in (query or {}).items()
             if v is not None
         ]
-        try:
-            response: aiohttp.ClientResponse = await self._api.call_api(
-                path,
-                method,
-                query_params=params,
-                header_params={"Accept": JSON, "Content-Type": content_type},
-                body=body,
-                auth_settings=["BearerToken"],
-                _preload_content=False,
-                _request_timeout=timeout if timeout is not None else self._timeout,
-            )
-        except (aiohttp.ClientError, OSError) as exc:
-            raise KubeError(code=0, reason="Unreachable", message=str(exc)) from exc
-        if response.status >= 400:
+        manners = self.manners
+        retry = 0
+        while True:
+            if manners is not None:
+                await manners.bucket.take()
+                if retry and self.fence is not None and method in _WRITES and not _is_lease(path):
+                    try:  # the pause may have outlived the lease: check again
+                        self.fence.check(f"{method} {path}")
+                    except Fenced as exc:
+                        raise FencedWrite(str(exc)) from None
+            try:
+                response: aiohttp.ClientResponse = await self._api.call_api(
+                    path,
+                    method,
+                    query_params=params,
+                    header_params={"Accept": JSON, "Content-Type": content_type},
+                    body=body,
+                    auth_settings=["BearerToken"],
+                    _preload_content=False,
+                    _request_timeout=timeout if timeout is not None else self._timeout,
+                )
+            except (aiohttp.ClientError, OSError) as exc:
+                raise KubeError(code=0, reason="Unreachable", message=str(exc)) from exc
+            if response.status < 400:
+                return response
             data = await response.read()
             response.release()
-            raise _error_from(response.status, data, response.reason or "Error")
-        return response
+            pause = None
+            if manners is not None:
+                manners.throttled += response.status == 429
+                if retry < manners.max_retries:
+                    pause = apimanners.pause_before_retry(
+                        status=response.status,
+                        method=method,
+                        headers=response.headers,
+                        retry=retry + 1,
+                    )
+            if pause is None:
+                raise _error_from(response.status, data, response.reason or "Error")
+            assert manners is not None
+            manners.retried += 1
+            retry += 1
+            await asyncio.sleep(pause)
 
     async def request(
         self,

@@ -380,6 +380,33 @@ class CommonSettings(Settings):
         default="json",
         metadata=doc("json: one JSON object per line (for collectors); text: for humans."),
     )
+    kube_qps: float = field(
+        default=50.0,
+        metadata=doc(
+            "Client-side limit on Kubernetes API requests per second of this process (default "
+            "50, Kueue's manager default; client-go's own is 5; 0 = no limit). A rack loss "
+            "makes every service burst at once: the limit keeps each one a polite client of "
+            "the API server (clearance.apimanners).",
+            bounds=Range(0.0, 10_000.0),
+        ),
+    )
+    kube_burst: int = field(
+        default=100,
+        metadata=doc(
+            "Requests the rate limit lets through at once after an idle spell (default 100, "
+            "Kueue's manager default): a teardown's LIST + DELETEs go out without waiting.",
+            bounds=counts(1, 100_000),
+        ),
+    )
+    kube_max_retries: int = field(
+        default=10,
+        metadata=doc(
+            "Retries of one API request answered 429 (or 5xx with Retry-After), after the "
+            "Retry-After it names, and of a read answered 5xx, after a jittered backoff "
+            "(default 10, client-go's maxRetries; 0 = hand every error to the caller).",
+            bounds=counts(0, 100),
+        ),
+    )
     shutdown_timeout: Seconds = field(
         default=10.0,
         metadata=doc(

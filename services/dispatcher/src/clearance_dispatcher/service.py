@@ -57,6 +57,9 @@ class Service:
         self.kube_config = kube_config or KubeConfig(
             request_timeout=settings.kube_request_timeout,
             user_agent=user_agent("dispatcher", settings.holder_identity),
+            qps=settings.kube_qps,
+            burst=settings.kube_burst,
+            max_retries=settings.kube_max_retries,
         )
         self.registry = CollectorRegistry()
         self.metrics = DispatcherMetrics(self.registry)

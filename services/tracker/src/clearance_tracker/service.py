@@ -90,6 +90,9 @@ async def run(settings: TrackerSettings, *, stop: asyncio.Event) -> None:
                 context=settings.kube_context,
                 request_timeout=settings.kube_request_timeout,
                 user_agent=user_agent("tracker", settings.identity),
+                qps=settings.kube_qps,
+                burst=settings.kube_burst,
+                max_retries=settings.kube_max_retries,
             )
         )
         tracker = Tracker(

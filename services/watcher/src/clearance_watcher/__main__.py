@@ -80,6 +80,9 @@ async def run(settings: WatcherSettings) -> int:
             KubeConfig(
                 kubeconfig=str(settings.kubeconfig) if settings.kubeconfig else None,
                 user_agent=user_agent("watcher", settings.resolved_lease_identity()),
+                qps=settings.kube_qps,
+                burst=settings.kube_burst,
+                max_retries=settings.kube_max_retries,
             )
         )
     except Exception as exc:
