@@ -27,6 +27,7 @@ import msgspec
 import pytest
 from nats.aio.client import Client as NatsClient
 from nats.js import JetStreamContext, api
+from tests.support.incarnations import incarnation_violations
 from tests.support.processes import ServiceProcess, free_port, venv_script
 
 from clearance import bus, events, labels, subjects
@@ -305,6 +306,9 @@ class Env:
             elif entry["type"] == "DELETED":
                 live.pop(entry["uid"], None)
         assert checked > 0, "the history held no labelled object to check"
+        assert not (
+            found := incarnation_violations(await self.history(namespace=self.namespace))
+        ), found
 
 
 async def _record_objects(kube: Kube, namespace: str, objects: Objects) -> None:

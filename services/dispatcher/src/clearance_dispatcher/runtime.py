@@ -192,6 +192,7 @@ class Runtime:
                 storage=self.storage,
                 tries=self.settings.status_retries,
                 on_written=remember,
+                between=lambda cl: self.crash_point(f"committed.{cl.phase if cl else None}"),
             )
         except AppWrapperGone:
             meta = entry.raw["metadata"]
