@@ -267,6 +267,14 @@ def figures(data: dict[str, Any]) -> list[tuple[str, str, str]]:
              f"{t['rss_bytes_per_tracked_object']:,} B ({t['rss_bytes_per_teardown']:,} B)"),
         ]  # fmt: skip
     g = r.get("tracker_growth", {})
+    if isinstance(g, dict) and "error" in g:
+        rows.append(
+            (
+                "3 tracker growth",
+                "error",
+                f"{g['error']} - " + NOTES["tracker_growth"]["bottleneck"],
+            )
+        )
     for row in g.get("by_size", []) if isinstance(g, dict) else []:
         if "error" in row:
             rows.append(("3 tracker growth", f"{row.get('teardowns')} teardowns", row["error"]))
