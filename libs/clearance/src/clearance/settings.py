@@ -417,9 +417,8 @@ class CommonSettings(Settings):
     shutdown_grace: Seconds = field(
         default=5.0,
         metadata=doc(
-            "Hard bound from SIGTERM to process exit, whatever the state of NATS and the API:\n"
-            "work still running then (a drain to a dead server, a handler retrying a dead API)\n"
-            "is abandoned; every effect is idempotent, so a restart or the next leader redoes it.",
+            "Hard bound from SIGTERM to exit, whatever NATS and the API do; work left then is "
+            "abandoned (effects are idempotent: a restart or the next leader redoes it).",
             bounds=durations(0.1, 5.0),
         ),
     )
