@@ -137,6 +137,8 @@ class Env:
     namespace: str
     objects: Objects
     processes: list[ServiceProcess] = field(default_factory=list)
+    nats_server: Any = None
+    """The private nats-server (a test may stop it)."""
     cycle: list[tuple[str, events.Event]] = field(default_factory=list)
 
     # -- processes -----------------------------------------------------------------------
@@ -496,6 +498,7 @@ async def make_env(tmp_path: Path, nats_server_factory: Any) -> AsyncIterator[Cl
             tmp=tmp_path,
             namespace=namespace,
             objects=Objects(),
+            nats_server=server,
         )
         tasks = [
             asyncio.create_task(_record_objects(kube, namespace, env.objects)),
