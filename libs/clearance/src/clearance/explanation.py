@@ -28,6 +28,7 @@ from typing import Final
 
 from clearance import events
 from clearance.appwrapper_status import AppWrapperStatus
+from clearance.attempts import next_attempt
 from clearance.blockers import Blocker, History, NodeFact, PresentObject, diagnose
 from clearance.events import EscalationStep
 
@@ -117,7 +118,7 @@ def cycle_attempt(facts: Facts) -> int | None:
 
 def _in_cycle(event: History, attempt: int) -> bool:
     if isinstance(event, events.CycleRedispatched):
-        return event.attempt == attempt + 1
+        return event.attempt == next_attempt(attempt)
     if isinstance(event, events.CycleDispatched):
         return False
     return event.attempt == attempt
@@ -270,7 +271,7 @@ def _after_teardown(facts: Facts, attempt: int) -> NextStep:
     redispatched = [
         e
         for e in facts.history
-        if isinstance(e, events.CycleRedispatched) and e.attempt == attempt + 1
+        if isinstance(e, events.CycleRedispatched) and e.attempt == next_attempt(attempt)
     ]
     if redispatched:
         done = redispatched[-1]
@@ -288,10 +289,12 @@ def _after_teardown(facts: Facts, attempt: int) -> NextStep:
             "redispatch",
             at,
             _due(at, facts.now, late="the pause is over"),
-            f"attempt {attempt + 1}, {teardown.policy.pause_seconds}s after cleared, "
+            f"attempt {next_attempt(attempt)}, {teardown.policy.pause_seconds}s after cleared, "
             "once capacity allows",
         )
-    return NextStep("redispatch", None, None, f"attempt {attempt + 1}, once capacity allows")
+    return NextStep(
+        "redispatch", None, None, f"attempt {next_attempt(attempt)}, once capacity allows"
+    )
 
 
 # ------------------------------------------------------------------------------- explain
