@@ -43,6 +43,12 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--baseline-cycles", type=int, default=20)
     parser.add_argument("--teardowns", type=int, default=1000)
     parser.add_argument("--pods", type=int, default=8)
+    parser.add_argument(
+        "--growth",
+        type=lambda text: [int(x) for x in text.split(",") if x],
+        default=[5_000, 10_000],
+        help="tracker: larger teardown counts, comma-separated ('' = none)",
+    )
     parser.add_argument("--events", type=int, default=20_000, help="watcher: watch lines")
     parser.add_argument("--model-events", type=int, default=2_000)
     parser.add_argument("--repeat", type=int, default=3)
@@ -54,6 +60,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
         args.cycles, args.appwrappers, args.baseline_cycles = 40, 8, 4
         args.teardowns, args.events, args.model_events = 100, 4_000, 400
         args.repeat, args.rounds = 2, 5
+        args.growth = [300]
     return args
 
 
@@ -98,6 +105,13 @@ async def main_async(args: argparse.Namespace, host: dict[str, Any]) -> dict[str
         )
     if "tracker" in selected:
         await timed("tracker", tracker_scale.run(teardowns=args.teardowns, pods=args.pods))
+        if args.growth and "error" not in results["tracker"]:
+            await timed(
+                "tracker_growth",
+                tracker_scale.growth(
+                    sizes=tuple(args.growth), pods=args.pods, base=results["tracker"]
+                ),
+            )
     if "dispatcher" in selected:
         await timed("dispatcher", sync(dispatcher_queue.run, rounds=args.rounds))
     if "footprint" in selected:
@@ -110,35 +124,16 @@ async def main_async(args: argparse.Namespace, host: dict[str, Any]) -> dict[str
         if missed & {"redispatch_p99", "cleared_p99", "speedup", "speedup_p99"} and (
             "clearance" in selected
         ):
-            # The tracker is profiled in the tracker-scale rerun; one profiled service at a
-            # time keeps the profiled run close to the measured one.
-            progress("profile: clearance run again with the dispatcher profiled")
+            # The tracker's part (removal → cleared) and the dispatcher's (cleared → created)
+            # are profiled together in one shorter rerun.
+            progress("profile: clearance run again with the dispatcher and tracker profiled")
             rerun = await clearance_latency.run(
                 cycles=max(40, args.cycles // 3),
                 appwrappers=args.appwrappers,
                 baseline_cycles=0,
-                profile=("dispatcher",),
+                profile=("dispatcher", "tracker"),
             )
             profiles["clearance"] = rerun.get("profile", {})
-            progress("experiment: clearance run again with CLEARANCE_WORKERS=16 (dispatcher)")
-            experiment = await clearance_latency.run(
-                cycles=max(40, args.cycles // 2),
-                appwrappers=args.appwrappers,
-                baseline_cycles=0,
-                env={"CLEARANCE_WORKERS": "16"},
-            )
-            profiles["experiments"] = {
-                "dispatcher workers 16 (default 4)": {
-                    key: experiment.get(key)
-                    for key in (
-                        "cycles_measured",
-                        "cycles_per_second",
-                        "deleted_to_cleared_ms",
-                        "cleared_to_redispatch_create_ms",
-                        "dispatcher_breakdown_ms",
-                    )
-                }
-            }
         if "teardowns" in missed and "tracker" in selected:
             progress("profile: tracker scale run again with the tracker profiled")
             rerun = await tracker_scale.run(teardowns=args.teardowns, pods=args.pods, profile=True)

@@ -9,82 +9,108 @@ from __future__ import annotations
 NOTES: dict[str, dict[str, str]] = {
     "redispatch_p99": {
         "bottleneck": (
-            "The dispatcher's redispatch path is a chain of sequential round trips, and on "
-            "this shared two-core machine every one of them has a long tail. After `cleared` "
-            "is stored: the dispatcher's pull consumer fetches it and PATCHes the status to "
-            "Queued (stage a); a queue scan admits the AppWrapper, a worker picks it up again, "
-            "LISTs older pods (quorum read) and PATCHes the status to Dispatching (stage b); "
-            "the item POST creates the pod (stage c). The breakdown shows all three stages "
-            "with p99s of tens to a hundred-plus ms while their minima are 0-15 ms: the time "
-            "is waiting, not work. Each round trip crosses into kubesim or nats-server, "
-            "separate processes that share the two cores with the other services (and with "
-            "other work on this machine: see the load average); in the profiles `socket.send` "
-            "carries a large share of wall time, i.e. the sender is preempted by the receiver "
-            "it woke. The dispatcher's own CPU goes mostly to kubernetes-asyncio's "
-            "`ApiClient.__call_api` per request. The work queue is a secondary factor at this "
-            "load: the experiment with `CLEARANCE_WORKERS=16` trims stage (b)'s tail but not "
-            "the total p99; with 16 AppWrappers in parallel (exploratory runs before this "
-            "report) the 4 default workers did dominate stage (b) (p50 228 ms / p95 856 ms "
-            "with 4 workers, p50 90 ms / p95 176 ms with 16)."
+            "Since issue 16 the dispatcher's share is short: on `cleared` with pause 0 it runs "
+            "the safety-belt LIST, writes Queued+Dispatching of N+1 in one status PATCH and a "
+            "worker creates the pod at once (one status write per redispatch, see the "
+            "breakdown; cleared → created p50 ~14 ms). The p99 of removal → created is "
+            "therefore mostly the removal → cleared tail (next note): the tracker's relay "
+            "of the last DELETED on a shared two-core machine where five processes (kubesim, "
+            "nats-server, three services) and other engineers' work compete; single samples "
+            "of a few hundred ms at n=240 set the p99. The profiles above show the CPU of each "
+            "request in kubernetes-asyncio's `ApiClient.__call_api` and `socket.send` "
+            "(the sender preempted by the receiver it woke)."
         ),
         "fix": (
-            "Shorten the chain. (1) Handle a `cleared` of the current attempt by dispatching "
-            "inline when the pause is 0 and an inline capacity plan admits the AppWrapper: one "
-            "status PATCH straight to Dispatching (Queued and Dispatching merged), no scan hop, "
-            "no second work-queue pass. (2) Skip the `_older_pods` LIST when the `cleared` "
-            "event is newer than the dispatcher's pod cache (the tracker's quorum LIST just "
-            "proved it; keep the LIST after a restart). That leaves PATCH + POST: two round "
-            "trips instead of four plus a scan. (3) Give AppWrappers with a fresh `cleared` "
-            "priority in the work queue and raise the default `CLEARANCE_WORKERS` for the "
-            "tail under load. (4) Call the API through one aiohttp session in "
-            "`clearance.kube` instead of kubernetes-asyncio's `call_api` (CPU per request). "
-            "Then measure again on a machine that is not shared: the p99 of a two-round-trip "
-            "path on an idle machine is a few ms."
+            "(1) Skip the safety-belt LIST when the `cleared` event is newer than the "
+            "dispatcher's pod cache (the tracker's quorum LIST just proved it; keep it after a "
+            "restart): PATCH + POST only. (2) Call the API through one aiohttp session instead "
+            "of kubernetes-asyncio's `call_api` (CPU per request). (3) Measure on cores that "
+            "are not shared: the median is already well inside the target; the tail is "
+            "scheduling."
         ),
     },
-    "speedup": {
+    "cleared_p99": {
         "bottleneck": (
-            "The ratio is polling latency ÷ Clearance's deletion → cleared median. Polling "
-            "is ~4.5 s here because the deletions take ~0.3-0.5 s after the teardown starts "
-            "(P - d); Clearance's deletion → cleared median moves with the load: "
-            "watcher relay of the DELETED (publish with PubAck), the tracker's pull consumer "
-            "(fetch batches, CAS write of the record), then a verification quorum LIST and GET "
-            "of unseen objects against the API and two more KV writes before `cleared` is "
-            "published - five processes on two shared cores. At 4 AppWrappers in parallel the "
-            "median was 28 ms (160x), at 16 it was 40-85 ms."
+            "Removal → cleared is the watcher relaying the DELETED (pipelined publish now), "
+            "the tracker's pull consumer (fetch, decode, CAS write of the record), then the "
+            "final quorum LIST (started when the DELETED is seen), the CAS of `clearing` and "
+            "the `cleared` publish with its PubAck: four round trips across three processes "
+            "after the commit. The median is ~15 ms; the p99 is set by scheduling stalls on "
+            "the shared cores (see the load average) - in the tracker profile the time is in "
+            "the consumer and `Kube.request`, not in Clearance's own logic."
         ),
         "fix": (
-            "Cut the round trips after the last DELETED: write `clearing` in the same CAS as "
-            "the last confirmation when the verification LIST can be skipped (every member "
-            "confirmed by a DELETED with resourceVersion ≥ the teardown's LIST "
-            "resourceVersion), then verify asynchronously; publish `cleared` before the "
-            "`published` flag write. On the watcher side publish DELETED events ahead of "
-            "MODIFIED ones (a priority lane) so a busy relay does not delay a deletion."
+            "Write `clearing` in the same CAS as the last confirmation when the DELETED's "
+            "resourceVersion is at or past the teardown's LIST resourceVersion and verify "
+            "afterwards; publish `cleared` before the `published` flag write (already); give "
+            "the tracker's kube consumer a dedicated connection so a backlog of MODIFIED events "
+            "cannot delay a DELETED."
         ),
+    },
+    "speedup_p99": {
+        "bottleneck": (
+            "The polling baseline is ~4.7 s at every percentile (P - deletion delay), so the "
+            "p99 ratio is 4.7 s ÷ Clearance's removal → cleared p99: it misses exactly when "
+            "that p99 exceeds ~47 ms (see the note above: scheduling stalls on shared cores)."
+        ),
+        "fix": "The removal → cleared fixes above; the median ratio is ~300x.",
+    },
+    "speedup": {
+        "bottleneck": "See removal → cleared.",
+        "fix": "See removal → cleared.",
     },
     "teardowns": {
         "bottleneck": (
             "The tracker process is CPU-bound during the burst (its CPU seconds during the "
-            "burst ≈ the burst's wall time). The profile: `Tracker.verify` → `Tracker._get` "
-            "(`Kube.get` through kubernetes-asyncio's `ApiClient.__call_api`) is the largest "
-            "share - records whose periodic verification falls due while their DELETED events "
-            "still wait in the consumer backlog are verified by a LIST plus one sequential GET "
-            "per open object (8 per teardown); then `_report_confirmations` (a "
-            "`deletion.confirmed` audit event with its own span and PubAck per object: 8,000 "
-            "extra JetStream publishes); then `_list`; the kube-event consumer itself "
-            "(CONSUMER span per message, CAS writes) comes after. The consumer's concurrency "
-            "(16) and the per-object GETs make the backlog drain at only ~50-70 teardowns/s "
-            "in these runs."
+            "burst ≈ the burst's wall time: ~0.9 ms of CPU per DELETED). The profile: per "
+            "object a CAS write of the record (a KV publish with PubAck), a "
+            "`deletion.confirmed` span plus an audit event with its own PRODUCER span and "
+            "PubAck (`Reporter._confirmations` → `bus.publish`: 8,000 extra JetStream "
+            "publishes), and the consumer's per-message span and decode; per teardown the "
+            "final quorum LIST, two CAS writes and the `cleared` publish. Periodic "
+            "verifications falling due during the burst used to GET each unconfirmed object in "
+            "turn; since issue 16 they take one LIST per namespace and kind instead."
         ),
         "fix": (
-            "(1) Verification: when a LIST shows none of a teardown's open objects, confirm "
-            "them from one LIST of the namespace without the label selector (or GETs issued "
-            "concurrently), not N sequential GETs; skip periodic verification of a record "
-            "while kube events for it are queued (the backlog will confirm it). (2) Publish "
-            "`deletion.confirmed` audit events as one batch event per teardown, or without "
-            "awaiting each PubAck (they are audit, the KV record holds the fact). (3) Raise "
-            "the kube consumer's concurrency (e.g. 64) and fetch in larger batches. (4) Use "
-            "aiohttp directly for API calls (see the dispatcher note)."
+            "(1) Batch the audit events: one `deletion.confirmed` per teardown and commit "
+            "(listing the objects), published without awaiting each PubAck - they are audit, "
+            "the KV record holds the fact. (2) Group-commit the confirmations of one consumer "
+            "fetch batch per record (8 DELETED of one teardown → one CAS). (3) Skip periodic "
+            "verification of a record while kube events for it are queued. (4) Raise the kube "
+            "consumer's concurrency and fetch batch. Each of (1) and (2) removes about a third "
+            "of the per-object CPU."
+        ),
+    },
+    "watcher_publish": {
+        "bottleneck": (
+            "Pipelined since issue 16 (bounded window of 256 outstanding acks on one reply "
+            "subscription, per-object chaining, no span per state event): the watcher side "
+            "runs at ~22-23k events per CPU-second; the wall rate also needs nats-server's "
+            "CPU (~12 µs per stored message) and shares the two cores with other work, so it "
+            "varies between runs (see min/max)."
+        ),
+        "fix": (
+            "Publish in batches of one `nc.publish` per flush (header bytes built once per "
+            "informer), count metrics per batch instead of per event, and run on a machine "
+            "where nats-server has its own core."
+        ),
+    },
+    "tracker_growth": {
+        "bottleneck": (
+            "Per-object cost at the larger sizes: see the growth rows (time and CPU per object "
+            "and their factors). The burst is CPU-bound, so per-object time follows per-object "
+            "CPU; kubesim's LIST cost grows with the namespace size."
+        ),
+        "fix": "The tracker fixes above (batched audit events, group-committed confirmations).",
+    },
+    "dispatcher_pass": {
+        "bottleneck": (
+            "The scan is O(queued): candidates, free capacity over every pod and "
+            "reservation, then the plan; see the breakdown per size in the JSON."
+        ),
+        "fix": (
+            "Keep the candidate order incrementally (a heap updated on intake) and stop the "
+            "plan at the first candidate that does not fit under strict head-of-line."
         ),
     },
     "idle_rss": {
@@ -124,14 +150,13 @@ NOTES: dict[str, dict[str, str]] = {
 
 OBSERVATIONS: dict[str, str] = {
     "watcher_publish": (
-        "The watcher's decode path is ~60x the model path, but once each event is published "
-        "with a PubAck the relay runs at a few thousand events/s per core: in the watcher "
-        "profile a quarter to a half of `bus.publish` is OpenTelemetry's `start_as_current_span` "
-        "(PRODUCER span + context manager machinery, even with the no-op provider of the "
-        "benchmark process) and most of the rest in nats-py's request/response per message "
-        "(`_request_new_style`: an inbox future per PubAck). Fix: publish kube events with "
-        "`js.publish_async`-style pipelining (send, collect PubAcks as they come) and create "
-        "PRODUCER spans only for sampled traces or only for cycle/alert events - kube events "
-        "are high-volume state, not cycle steps."
+        "Issue 16 replaced the watcher's one-PubAck-at-a-time publish with a pipelined window "
+        "(one reply subscription, callbacks, one sweep timer): decode + publish went from "
+        "5.4k to ~15-20k events/s wall on this machine (~23k per watcher CPU-second)."
+    ),
+    "rate_limits": (
+        "The services now rate-limit their API requests (CLEARANCE_KUBE_QPS 50, BURST 100) "
+        "and retry 429 after Retry-After; the clearance benchmark runs with those defaults, "
+        "the tracker-scale benchmark with the limit off (it measures the tracker's work)."
     ),
 }

@@ -104,6 +104,36 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
         "≤ 2 KB (2,048 B)",
         None if per_object is None else per_object <= 2048,
     )
+    sizes = _get(results, "tracker_growth", "by_size") or []
+    top = max((r for r in sizes if "error" not in r), key=lambda r: r["teardowns"], default=None)
+    if top is not None and top["teardowns"] > (n or 0):
+        factor = top["per_object_time_growth"]
+        add(
+            "tracker_growth",
+            f"{top['teardowns']:,} x 8 teardowns complete; per-object time vs "
+            f"{sizes[0].get('teardowns')} x 8 (1.0 = linear total time, 25% noise margin)",
+            factor,
+            "x",
+            "≤ 1.25x, all cleared",
+            bool(top["all_cleared"]) and factor <= 1.25,
+        )
+        add(
+            "tracker_memory_top",
+            f"tracker RSS per tracked object at {top['teardowns']:,} x 8",
+            top["rss_bytes_per_tracked_object"],
+            "bytes",
+            "≤ 2 KB (2,048 B)",
+            top["rss_bytes_per_tracked_object"] <= 2048,
+        )
+    add(
+        "rack_loss",
+        "rack loss (Acceptance 4): every AppWrapper redispatched ≤ 10 s after its force "
+        "deadline, within the API rate limit",
+        None,
+        "",
+        "not measured: the benchmark is not written yet (docs/NEEDS.md)",
+        None,
+    )
     d = results.get("dispatcher", {})
     big = next((q for q in d.get("by_queue_length", []) if q.get("queued") == 20_000), None)
     scan = _get(big, "scan_ms", "median")
@@ -236,6 +266,22 @@ def figures(data: dict[str, Any]) -> list[tuple[str, str, str]]:
             ("3 tracker", "RSS per tracked object (per teardown)",
              f"{t['rss_bytes_per_tracked_object']:,} B ({t['rss_bytes_per_teardown']:,} B)"),
         ]  # fmt: skip
+    g = r.get("tracker_growth", {})
+    for row in g.get("by_size", []) if isinstance(g, dict) else []:
+        if "error" in row:
+            rows.append(("3 tracker growth", f"{row.get('teardowns')} teardowns", row["error"]))
+            continue
+        rows.append(
+            (
+                "3 tracker growth",
+                f"{row['teardowns']:,} x 8 ({row['tracked_objects']:,} objects)",
+                f"last cleared {row['last_deletion_to_last_cleared_s']} s"
+                f"{'' if row['all_cleared'] else ' (NOT all cleared)'}; "
+                f"{row['us_per_object']} µs/object (x{row['per_object_time_growth']}), "
+                f"CPU {row['cpu_us_per_object']} µs/object (x{row['per_object_cpu_growth']}); "
+                f"RSS {row['rss_bytes_per_tracked_object']:,} B/object",
+            )
+        )
     d = r.get("dispatcher", {})
     if "error" in d:
         rows.append(("4 dispatcher", "error", d["error"]))
@@ -343,6 +389,13 @@ def markdown(data: dict[str, Any]) -> str:
         out.append(f"| {bench} | {fig} | {value} |")
     out += ["", "Seconds per benchmark: " + ", ".join(
         f"{k} {v}" for k, v in data["seconds_per_benchmark"].items()), ""]  # fmt: skip
+    loads = {
+        name: result["load_average_1m"]
+        for name, result in data["results"].items()
+        if isinstance(result, dict) and "load_average_1m" in result
+    }
+    out += ["Load average (1 min) before → after each benchmark, on 2 shared cores: " + ", ".join(
+        f"{k} {v['before']} → {v['after']}" for k, v in loads.items()), ""]  # fmt: skip
     out += _clocks(data)
     out += _method()
     out += _profiles(data)
@@ -503,7 +556,7 @@ def _notes(data: dict[str, Any]) -> list[str]:
         return [*out, "Every target was met in this run.", "", *tail]
     out.append(
         "The bottleneck named for each missed target comes from the profiles and breakdowns "
-        "above (the analysis was written from the profiles of the 2026-12-02 runs; the "
+        "above (the analysis was written from the profiles of the 2026-12-03 runs (issue 16); the "
         "tables above are regenerated on every run, so check that they still say the same)."
     )
     out.append("")

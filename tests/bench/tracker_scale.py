@@ -171,12 +171,15 @@ async def _drive(
     teardowns: int,
     pods: int,
 ) -> dict[str, Any]:
-    namespaces = [f"scale-{i:02d}" for i in range(SPREAD)]
+    # 20 teardowns (160 pods) per namespace at every size: kubesim scans a namespace per
+    # LIST, so a fixed namespace count would make each LIST grow with the size.
+    spread = max(SPREAD, teardowns // 20)
+    namespaces = [f"scale-{i:03d}" for i in range(spread)]
     for ns in namespaces:
         body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}
         with contextlib.suppress(Exception):
             await kube.create(NAMESPACES, body)
-    aws = [(f"aw-{i:04d}", namespaces[i % SPREAD]) for i in range(teardowns)]
+    aws = [(f"aw-{i:05d}", namespaces[i % spread]) for i in range(teardowns)]
     progress(f"tracker: creating {teardowns * pods} pods in kubesim")
     created = await gather_limited(
         [
@@ -222,7 +225,7 @@ async def _drive(
         )
         if recorded >= teardowns:
             break
-        if time.monotonic() - started > 240:
+        if time.monotonic() - started > max(240.0, teardowns * 0.05):
             raise RuntimeError(f"the tracker recorded only {recorded}/{teardowns} teardowns")
         await asyncio.sleep(0.5)
     record_seconds = time.monotonic() - started
@@ -272,7 +275,9 @@ async def _drive(
         await nc.publish(subject, data, headers={bus.MSG_ID: msg_id})
     await nc.flush()
     t_injected = time.time()
-    ok = await follower.wait_until(lambda: len(follower.seen) >= teardowns, timeout=120)
+    ok = await follower.wait_until(
+        lambda: len(follower.seen) >= teardowns, timeout=max(120.0, teardowns * 0.03)
+    )
     cpu_seconds = cpu.cpu_used()
     # Server clocks only: the commit of the last pod removal (kubesim's write history) and
     # the JetStream store time of each cleared.
@@ -312,3 +317,38 @@ async def _drive(
         "rss_bytes_per_tracked_object": round((loaded_rss - idle_rss) / tracked),
         "rss_bytes_per_teardown": round((loaded_rss - idle_rss) / teardowns),
     }
+
+
+async def growth(*, sizes: tuple[int, ...], pods: int, base: dict[str, Any]) -> dict[str, Any]:
+    """The same benchmark at larger sizes: time and memory per tracked object, and how they
+    grow against the ``base`` run (factor 1.0 = per-object cost constant = linear total)."""
+    runs = [base]
+    for teardowns in sizes:
+        progress(f"tracker growth: {teardowns} teardowns x {pods} pods")
+        runs.append(await run(teardowns=teardowns, pods=pods))
+    rows = []
+    first = None
+    for r in runs:
+        if "last_deletion_to_last_cleared_s" not in r or not r.get("tracked_objects"):
+            rows.append({"teardowns": r.get("teardowns"), "error": "incomplete"})
+            continue
+        per_object_us = (r["last_deletion_to_last_cleared_s"] or 0) * 1e6 / r["tracked_objects"]
+        row = {
+            "teardowns": r["teardowns"],
+            "tracked_objects": r["tracked_objects"],
+            "all_cleared": r["all_cleared"],
+            "last_deletion_to_last_cleared_s": r["last_deletion_to_last_cleared_s"],
+            "us_per_object": round(per_object_us, 1),
+            "cpu_us_per_object": round(
+                r["tracker_cpu_seconds_during_burst"] * 1e6 / r["tracked_objects"], 1
+            ),
+            "rss_bytes_per_tracked_object": r["rss_bytes_per_tracked_object"],
+        }
+        if first is None:
+            first = row
+        row["per_object_time_growth"] = round(row["us_per_object"] / first["us_per_object"], 2)
+        row["per_object_cpu_growth"] = round(
+            row["cpu_us_per_object"] / first["cpu_us_per_object"], 2
+        )
+        rows.append(row)
+    return {"by_size": rows}

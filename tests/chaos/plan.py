@@ -60,9 +60,9 @@ LEASE_SECONDS: Final = 2.0
 class Length:
     """How long a schedule's fault window is and how much runs in it."""
 
-    window: float = 5.0
+    window: float = 4.5
     """Faults start within this many seconds after the workload is submitted."""
-    appwrappers: tuple[int, int] = (3, 5)
+    appwrappers: tuple[int, int] = (3, 4)
     extra_faults: int = 3
     """Faults beyond one per class, drawn from any class."""
     two_replicas: float = 0.5

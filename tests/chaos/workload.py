@@ -57,6 +57,8 @@ def _pod_metadata(plan: AppWrapperPlan, name: str | None) -> dict[str, Any]:
     if plan.behaviour in ("crashing", "completing"):
         code = "1" if plan.behaviour == "crashing" else "0"
         metadata["annotations"] = {RUN_TIME: f"{int(plan.run_time * 1000)}ms", EXIT_CODE: code}
+    else:  # kubesim ends a Job's pods after --pod-run-time unless told otherwise
+        metadata["annotations"] = {RUN_TIME: "3600s"}
     return metadata
 
 

@@ -16,6 +16,7 @@ from typing import Any
 import aiohttp
 import pytest
 
+from clearance.apimanners import TokenBucket, pause_before_retry
 from clearance.kube import Kube, KubeConfig, KubeError, Resource
 from kubesim.apiserver import ApiServer
 
@@ -108,3 +109,28 @@ async def test_without_the_client_limit_the_server_answers_429(
         for _ in range(12):
             await kube.list(CONFIGMAPS, namespace="default")
     assert caught.value.code == 429
+
+
+def test_the_bucket_lets_a_burst_through_then_spaces_requests_at_qps() -> None:
+    now = [0.0]
+    bucket = TokenBucket(qps=10.0, burst=3, clock=lambda: now[0])
+    assert [bucket.delay() for _ in range(3)] == [0.0, 0.0, 0.0]
+    assert [round(bucket.delay(), 3) for _ in range(2)] == [0.1, 0.2]
+    now[0] = 10.0  # idle long enough: the bucket is full again, never fuller
+    assert [bucket.delay() for _ in range(3)] == [0.0, 0.0, 0.0]
+    assert bucket.delay() > 0
+
+
+def test_retry_pauses_follow_retry_after_and_back_off_reads_only() -> None:
+    def pause(status: int, method: str, headers: dict[str, str], retry: int = 1) -> float | None:
+        return pause_before_retry(
+            status=status, method=method, headers=headers, retry=retry, rand=lambda: 1.0
+        )
+
+    assert pause(429, "POST", {"Retry-After": "2"}) == pytest.approx(2.2)
+    assert pause(503, "POST", {"Retry-After": "1"}) == pytest.approx(1.1)
+    assert pause(429, "GET", {"Retry-After": "9999"}) == pytest.approx(66.0)  # capped at 60 s
+    assert pause(500, "GET", {}, retry=3) == pytest.approx(0.4)
+    assert pause(500, "GET", {}, retry=20) == pytest.approx(5.0)
+    assert pause(500, "POST", {}) is None  # a write may have been applied
+    assert pause(404, "GET", {"Retry-After": "1"}) is None

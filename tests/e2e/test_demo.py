@@ -15,8 +15,6 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from e2e_support import Write, attempts_from_history, coexistence_violations
@@ -163,12 +161,6 @@ def test_pytorchjob_demo_holds_worker_1_then_reruns_all_four_pods_under_the_same
     assert coexistence_violations(history, attempts) == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 12 Build 1 not landed yet: the watcher provisions CLEARANCE_KUBE (and re-"
-    "provisioning on publish every stream) at R1, so streams start R1 (the defect the issue "
-    "reports); remove this mark when the topology keeps its replicas",
-)
 def test_ha_demo_survives_the_stream_leader_and_the_dispatcher_leader_killed_mid_cycle(
     tmp_path: Path,
 ) -> None:

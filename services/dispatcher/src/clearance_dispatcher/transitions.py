@@ -78,6 +78,18 @@ def backoff(obs: Observed, *, reason: str, message: str, now: datetime) -> Patch
     return Patch(at=now, conditions={"Backoff": (True, reason, message)})
 
 
+def blocked(obs: Observed, *, message: str, now: datetime) -> Patch | None:
+    """A dispatch is held by leftovers (objects of an earlier attempt or incarnation): the
+    ``Blocked`` condition names each and its diagnosis (``kubectl describe appwrapper``)."""
+    return Patch(
+        at=now,
+        conditions={
+            "Blocked": (True, "LeftoverObjects", message),
+            "Backoff": (True, "OldObjectsPresent", message),
+        },
+    )
+
+
 def begin_dispatch(obs: Observed, *, attempt: int, now: datetime) -> Patch | None:
     """Dispatch of ``attempt`` decided: written before any item is created."""
     cl = obs.clearance
@@ -120,6 +132,7 @@ def finish_dispatch(
                 f"attempt {attempt}: {items} item(s) created",
             ),
             "Backoff": (False, "Dispatched", ""),
+            "Blocked": (False, "Dispatched", ""),
             "Running": (False, "AwaitingPods", ""),
         },
     )

@@ -113,6 +113,59 @@ class ApiReader:
             raise
         return decode_snapshot(raw, api_version=obj.api_version, kind=obj.kind)
 
+    async def get_each(self, objs: Iterable[TrackedObject]) -> list[tuple[str, GetResult]]:
+        """What a GET of each object would answer, with one quorum LIST per namespace and
+        kind where two or more objects share them (a GET each otherwise).
+
+        The LIST has no selector: an object that lost its labels is still found by name, so
+        the answer per object is exactly a GET's (the object of that name, maybe another
+        UID, or :class:`Missing`)."""
+        groups: dict[tuple[str, str, str | None], list[TrackedObject]] = {}
+        for obj in objs:
+            groups.setdefault((obj.api_version, obj.kind, obj.namespace), []).append(obj)
+        out: list[tuple[str, GetResult]] = []
+        for (api_version, kind, namespace), members in groups.items():
+            if len(members) == 1:
+                out.append((members[0].uid, await self.get(members[0])))
+                continue
+            resource = await self.resolver.find(api_version, kind)
+            by_name = await self._by_name(api_version, kind, namespace) if resource else None
+            for obj in members:
+                if resource is None:
+                    out.append((obj.uid, Missing(obj.uid)))
+                elif by_name is None:
+                    out.append((obj.uid, await self.get(obj)))
+                else:
+                    found = by_name.get(obj.name)
+                    out.append((obj.uid, found if found is not None else Missing(obj.uid)))
+        return out
+
+    async def _by_name(
+        self, api_version: str, kind: str, namespace: str | None
+    ) -> dict[str, Snapshot | None] | None:
+        """Every object of a kind in a namespace by name (None: not served, or an object of
+        the LIST is unreadable)."""
+        resource = await self.resolver.find(api_version, kind)
+        if resource is None:
+            return None
+        try:
+            result = await self.kube.list(resource, namespace=namespace)
+        except KubeError as exc:
+            if exc.not_found:
+                return None
+            self.metrics.kube_errors.labels("list").inc()
+            raise
+        found: dict[str, Snapshot | None] = {}
+        for raw in result.items:
+            try:
+                snapshot = decode_snapshot(raw, api_version=api_version, kind=kind)
+            except msgspec.DecodeError:
+                # Unreadable: its name is unknown, so no object of this LIST may be taken
+                # as gone from it; the caller GETs each one instead.
+                return None
+            found[snapshot.metadata.name] = snapshot
+        return found
+
     async def get_open(self, record: Teardown) -> list[tuple[str, GetResult]]:
         """GET of every open object of `record`, in the ladder's order (pods first)."""
         return [(o.uid, await self.get(o)) for o in record.open_objects]

@@ -76,10 +76,9 @@ class Verifier:
             _, listed = await self.reader.list_all(record)
         now = self.now()
         list_outcome, _ = apply_list(record, items=listed, now=now)
-        gets = [
-            (obj.uid, await self.reader.get(obj))
-            for obj in unseen(list_outcome.record, [s.metadata.uid for s in listed])
-        ]
+        gets = await self.reader.get_each(
+            unseen(list_outcome.record, [s.metadata.uid for s in listed])
+        )
         self.metrics.verifications.inc()
         found = listed
 

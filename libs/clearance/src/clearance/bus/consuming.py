@@ -28,7 +28,7 @@ from clearance.bus.dlq import copy_to_dlq
 from clearance.bus.errors import BusError, PublishError, Retry, StreamUnavailableError
 from clearance.bus.headers import MSG_ID
 from clearance.bus.metrics import BusMetrics
-from clearance.bus.provisioning import ensure_consumer, ensure_stream
+from clearance.bus.provisioning import ensure_consumer, ensure_stream, while_unavailable
 from clearance.bus.topology import ConsumerSpec, StreamSpec, dlq_stream, dlq_subject
 from clearance.telemetry import extract_context
 
@@ -93,6 +93,7 @@ class Consumer(Generic[T]):
         handler: Handler[T],
         concurrency: int = 8,
         fetch_timeout: float = 1.0,
+        start_timeout: float = 60.0,
         tracer: Tracer | None = None,
         metrics: BusMetrics | None = None,
         error_backoff: RetryPolicy = DEFAULT_HANDLER_BACKOFF,
@@ -108,6 +109,8 @@ class Consumer(Generic[T]):
         self.handler = handler
         self.concurrency = concurrency
         self.fetch_timeout = fetch_timeout
+        self.start_timeout = start_timeout
+        """Seconds :meth:`start` waits for a stream that has no leader (default 60)."""
         self.tracer = tracer or trace.get_tracer(__name__)
         self.metrics = metrics
         self.error_backoff = error_backoff
@@ -138,7 +141,9 @@ class Consumer(Generic[T]):
         """Ensure stream and consumer, bind the pull subscription, start fetching."""
         if self._loop is not None:
             raise BusError(f"consumer {self.name} already started")
-        await self._provision()
+        # A replica that becomes leader while NATS elects a stream leader (after a node loss)
+        # waits for it instead of failing its start.
+        await while_unavailable(self._provision, self.spec.stream.name, self.start_timeout)
         if self.metrics is not None:  # exported at 0, so the first dead letter is an increase
             self.metrics.dead_lettered.labels(self.spec.stream.name, self.name)
         self._healthy = True

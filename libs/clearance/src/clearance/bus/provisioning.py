@@ -6,10 +6,13 @@ to have lost its state.
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import time
 import weakref
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
+from functools import partial
 from typing import Final
 
 import nats.errors
@@ -195,12 +198,38 @@ async def ensure_topology(
     streams: Sequence[StreamSpec] | None = None,
     buckets: Sequence[KvSpec] = (),
     replicas: int = 1,
+    unavailable_for: float = 60.0,
 ) -> None:
     """Ensure the streams (default: DESIGN §3) and the given KV buckets (a service owns its own).
 
-    The replica counts given here are this connection's declaration (:func:`declared`).
+    The replica counts given here are this connection's declaration (:func:`declared`). A
+    stream that exists but has no leader yet (just created by another service on a cluster, or
+    electing after a node loss) is waited for, up to ``unavailable_for`` seconds, since a
+    service starting beside its peers meets exactly that; after it the error is raised.
     """
     for spec in default_streams(replicas=replicas) if streams is None else streams:
-        await ensure_stream(js, spec)
+        await while_unavailable(partial(ensure_stream, js, spec), spec.name, unavailable_for)
     for kv in buckets:
-        await ensure_kv(js, kv)
+        await while_unavailable(partial(ensure_kv, js, kv), kv.bucket, unavailable_for)
+
+
+async def while_unavailable(
+    step: Callable[[], Awaitable[object]], name: str, unavailable_for: float
+) -> None:
+    """Run ``step`` (provisioning of ``name``) again while its stream has no leader, with
+    backoff, for at most ``unavailable_for`` seconds; then the last error is raised."""
+    deadline = time.monotonic() + unavailable_for
+    pause = 0.1
+    while True:
+        try:
+            await step()
+            return
+        except (StreamUnavailableError, *_UNAVAILABLE) as exc:
+            if time.monotonic() + pause > deadline:
+                raise
+            log.info(
+                "stream has no leader yet; waiting",
+                extra={"stream": name, "error": str(exc), "retry_in": pause},
+            )
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, 2.0)
