@@ -178,11 +178,38 @@ def _detail(event: History) -> str:
     return getattr(event, "summary", "") or getattr(event, "message", "") or ""
 
 
+CAUSAL_ORDER: Final[dict[str, int]] = {
+    name: rank
+    for rank, name in enumerate(
+        (
+            "cycle.requeued",
+            "cycle.teardown.started",
+            "alert.deletion.stuck",
+            "alert.node.lost",
+            "cycle.deletion.forced",
+            "alert.deletion.forced",
+            "cycle.finalizers.removed",
+            "cycle.deletion.confirmed",
+            "cycle.cleared",
+            "cycle.failed",
+            "alert.requeue.limit",
+            "cycle.redispatched",
+        )
+    )
+}
+"""Order of events stamped with the same time (a producer stamps several facts at once: the
+tracker's ``deletion.confirmed`` and ``cleared`` of one verification): cause before effect."""
+
+
+def _order(event: History) -> tuple[datetime, int]:
+    return event.occurred_at, CAUSAL_ORDER.get(event.event_type, len(CAUSAL_ORDER))
+
+
 def timeline(facts: Facts, attempt: int) -> tuple[TimelineEntry, ...]:
-    """The cycle's events in the order they happened (ties: the order stored)."""
+    """The cycle's events in the order they happened (equal times: :data:`CAUSAL_ORDER`)."""
     teardown = _teardown(facts.history, attempt)
     start = teardown.occurred_at if teardown is not None else None
-    mine = sorted((e for e in facts.history if _in_cycle(e, attempt)), key=lambda e: e.occurred_at)
+    mine = sorted((e for e in facts.history if _in_cycle(e, attempt)), key=_order)
     out = []
     for event in mine:
         name = event.event_type.split(".", 1)[1]
