@@ -39,7 +39,7 @@ bench: install
 chaos: install
 	@$(UV) run --frozen --no-sync python -m tests.chaos $(CHAOS_ARGS)
 
-## ha: the HA end-to-end tests once (seed scenario on a 3-node NATS cluster losing a node)
+## ha: every HA test once: cluster fixture, node loss, the seed scenario on a 3-node NATS cluster
 ha: install
 	@CLEARANCE_HA_E2E=1 $(UV) run --frozen --no-sync pytest -q tests/ha $(PYTEST_ARGS)
 
