@@ -12,7 +12,7 @@ import subprocess
 from typing import Any
 
 import msgspec
-from tests.dispatcher.conftest import AW, condition
+from tests.support.dispatcher_env import AW, condition
 from tests.support.polling import eventually
 
 from clearance.kube import PODS, KubeError, Resource

@@ -7,7 +7,7 @@ import asyncio
 import copy
 from typing import Any
 
-from tests.dispatcher.conftest import AW, condition, job_appwrapper, state_is
+from tests.support.dispatcher_env import AW, condition, job_appwrapper, state_is
 
 from clearance.kube import KubeError
 

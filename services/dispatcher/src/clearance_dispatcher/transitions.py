@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+from clearance.attempts import next_attempt
 from clearance_dispatcher.bookkeeping import StuckEntry, micro_time
 from clearance_dispatcher.requeueing import Counts, Fail, Requeue, enough
 from clearance_dispatcher.status import ConditionChange, Observed, Patch
@@ -302,7 +303,7 @@ def redispatch_on_cleared(
     if first is None or first.clearance is None or first.clearance.phase != "Queued":
         return None
     second = begin_dispatch(
-        dataclasses.replace(obs, clearance=first.clearance), attempt=attempt + 1, now=now
+        dataclasses.replace(obs, clearance=first.clearance), attempt=next_attempt(attempt), now=now
     )
     if second is None:
         return None
