@@ -7,7 +7,7 @@ import asyncio
 import copy
 from typing import Any
 
-from tests.dispatcher.conftest import condition, job_appwrapper, state_is
+from tests.support.dispatcher_env import AW, condition, job_appwrapper, state_is
 
 from clearance.kube import KubeError
 
@@ -34,6 +34,7 @@ def _malformed(ns: str) -> dict[str, tuple[dict[str, Any], str]]:
     unknown = _template(case("unknown-kind", "UnknownKind"))
     unknown.update(apiVersion="example.com/v1", kind="Widget")
     case("negative-min", "NegativeMinAvailable")["spec"]["schedulingSpec"]["minAvailable"] = -2
+    _template(case("other-namespace", "NamespaceMismatch"))["metadata"]["namespace"] = "default"
     bad_qty = case("bad-quantity", "InvalidQuantity")
     bad_qty["spec"]["resources"]["GenericItems"][0]["custompodresources"] = [
         {"replicas": 2, "requests": {"cpu": "lots"}}
@@ -75,3 +76,24 @@ async def test_each_malformed_case_gets_condition_and_warning_while_good_one_run
     assert set(rejected_by_api) <= {"no-kind", "no-apiversion"}, rejected_by_api
     env.processes[0].http_get("/readyz")
     assert env.processes[0].running
+
+
+async def test_a_bad_policy_annotation_fails_the_appwrapper_until_it_is_fixed(
+    make_env: Any,
+) -> None:
+    """Annotations do not bump ``metadata.generation``: fixing one re-queues the AppWrapper
+    all the same (issue 17)."""
+    env = await make_env()
+    await env.start_dispatcher()
+    key = "clearance.dev/stuck-alert-time-in-seconds"
+    body = job_appwrapper("bad-annotation", env.namespace)
+    body["metadata"]["annotations"] = {key: "soon"}
+    await env.create_aw(body)
+    aw = await env.wait_aw("bad-annotation", state_is("Failed"), what="refused")
+    cond = condition(aw, "Failed") or {}
+    assert cond.get("reason") == "InvalidField", cond
+    assert f"metadata.annotations[{key}]: expected whole seconds" in str(cond.get("message"))
+    await env.kube.patch(
+        AW, "bad-annotation", {"metadata": {"annotations": {key: "30"}}}, namespace=env.namespace
+    )
+    await env.wait_aw("bad-annotation", state_is("Completed"), what="runs once fixed")

@@ -279,7 +279,7 @@ async def runs(
                 drive_statefulset(scenario), drive_deployment(scenario)
             )
             # Leave the machinery time to misbehave (a late requeue, a duplicate alert).
-            await asyncio.sleep(1.0)
+            await asyncio.sleep(0.5)
             history = await scenario.history()
         except BaseException:
             broken = True

@@ -87,8 +87,8 @@ async def test_a_replicaset_left_behind_by_its_deployment_holds_cleared(stack: S
     await eventually(lambda: _no_pods(stack), timeout=10)
     started = await stack.start_teardown("web", inventory=[deployment, *pods], policy=SLOW)
 
-    # Several verification rounds (CLEARANCE_VERIFY_INTERVAL=1s) with only the ReplicaSet left.
-    await asyncio.sleep(4)
+    # Verification rounds (CLEARANCE_VERIFY_INTERVAL=1s) with only the ReplicaSet left.
+    await asyncio.sleep(2.5)
     assert not stack.recorder.of("cycle.cleared", aw="web"), "cleared while a ReplicaSet exists"
     record = await stack.record(started)
     assert record is not None and rs_uid in record.objects, record

@@ -12,10 +12,15 @@ by default and costs one set lookup where it sits.
   snapshot (publishes nothing for it), as it did before partial snapshots (issue 19).
 * ``ignore-pruned`` — the dispatcher does not check what the API server kept of its status
   writes: a pruned ``status.clearance`` is a silent, hot requeue loop again (issue 17).
+* ``lagging-status`` — with the bookkeeping in the annotation, the dispatcher decides from the
+  ``/status`` subresource (not the committed mirror) and never repairs it (issue 17).
 * ``explain-stale-diagnosis`` — ``clearance explain`` shows the tracker's first diagnosis of each
   blocking object (from its stuck alert) instead of diagnosing the fresh reads.
 * ``r1-streams`` — the bus provisions every stream with one replica and corrects "drift" down
   to it, whatever was declared (the defect of issue 12: streams silently R1 on a cluster).
+
+* ``incarnation-blind`` — the dispatcher checks only its own pods before a dispatch and does not
+  roll back an attempt's items when a later one meets a 409 (the pre-issue-13 behaviour).
 """
 
 from __future__ import annotations
@@ -31,6 +36,8 @@ Fault = Literal[
     "explain-stale-diagnosis",
     "r1-streams",
     "ignore-pruned",
+    "lagging-status",
+    "incarnation-blind",
 ]
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 
+from clearance.attempts import next_attempt
 from clearance.bus import Delivery, Retry
 from clearance.events import AlertDeletionStuck, AppWrapperRef, CycleCleared, Event
 from clearance.kube import KubeError
@@ -94,7 +95,7 @@ class Handlers:
         now = rt.now()
         before: list[ClearanceStatus] = []
         at_once = self._dispatch_at_once(key, entry) and await self._belt_clear(
-            entry, event.attempt + 1
+            entry, next_attempt(event.attempt)
         )
 
         def accept(obs: Observed) -> Patch | None:
@@ -130,7 +131,7 @@ class Handlers:
         if rt.state.appwrappers[key].observed.clearance.phase != "Dispatching":
             rt.request_scan()
         else:
-            rt.state.appwrappers[key].local.belt_checked = event.attempt + 1
+            rt.state.appwrappers[key].local.belt_checked = next_attempt(event.attempt)
             rt.crash_point("dispatch.started")
             rt.request_scan()  # the reservation changed: others may fit differently
 

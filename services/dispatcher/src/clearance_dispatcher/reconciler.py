@@ -51,6 +51,17 @@ def _note_quota(key: Key, entry: Entry) -> None:
         )
 
 
+def _annotation_fixed(entry: Entry) -> bool:
+    """Refused for a ``clearance.dev/*`` annotation that now parses: annotations do not bump
+    ``metadata.generation``, so the refusal's own message says when to look again."""
+    failed = entry.observed.condition("Failed")
+    return (
+        isinstance(entry.parsed, AppWrapperSpec)
+        and failed is not None
+        and "metadata.annotations[" in str(failed.get("message"))
+    )
+
+
 class Reconciler:
     def __init__(
         self,
@@ -128,7 +139,7 @@ class Reconciler:
             case None | "Queued" | "Invalid" if isinstance(parsed, InvalidAppWrapper):
                 await self.validation.refuse(key, entry, parsed.problems)
             case "Invalid":
-                if entry.generation != cl.invalid_generation:
+                if entry.generation != cl.invalid_generation or _annotation_fixed(entry):
                     await self._enqueue(key, reason="SpecFixed")
             case None:
                 _note_quota(key, entry)

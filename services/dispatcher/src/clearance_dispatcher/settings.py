@@ -197,8 +197,9 @@ class DispatcherSettings(CommonSettings):
         metadata=doc(
             "Fault injection for crash tests only: the process SIGKILLs itself the first time "
             "it reaches this step (dispatch.started, dispatch.created, dispatch.published, "
-            "requeue.decided, teardown.deleted, teardown.published, cleared.recorded). "
-            "Never set it in production."
+            "requeue.decided, teardown.deleted, teardown.published, cleared.recorded, and "
+            "committed.<phase>: between the annotation commit of a transition into <phase> and "
+            "its /status write). Never set it in production."
         ),
     )
     consumer_ack_wait: Seconds = field(

@@ -33,10 +33,12 @@ from clearance_dispatcher.appwrapper import (
 )
 from clearance_dispatcher.bookkeeping import STATUS_STORAGE, Storage
 from clearance_dispatcher.capacity import Resources, add, pod_requests
+from clearance_dispatcher.policy_annotations import ANNOTATION_OF_FIELD
 from clearance_dispatcher.requeueing import Counts
 from clearance_dispatcher.status import Observed, observe
 
 Key = tuple[str, str]
+POLICY_KEYS = frozenset(ANNOTATION_OF_FIELD.values())
 """(namespace, name) of an AppWrapper."""
 
 
@@ -50,6 +52,13 @@ def newer(candidate: str, cached: str) -> bool:
     if candidate.isdigit() and cached.isdigit():
         return int(candidate) > int(cached)
     return candidate != cached
+
+
+def policy_annotations(raw: dict[str, Any]) -> dict[str, Any]:
+    """The annotations that are part of the spec (teardown policy): a change re-parses it,
+    although it bumps no ``metadata.generation``."""
+    annotations = (raw.get("metadata") or {}).get("annotations") or {}
+    return {k: v for k, v in annotations.items() if k in POLICY_KEYS}
 
 
 def _rv(raw: dict[str, Any]) -> str:
@@ -74,6 +83,10 @@ class Local:
     belt_checked: int | None = None
     """Attempt whose safety-belt LIST (no pod of another attempt) ran right before its
     Dispatching was written on ``cleared``; the worker's dispatch of it skips a second LIST."""
+
+    announced: set[tuple[str, int]] = field(default_factory=set)
+    """(AppWrapper UID, attempt) of earlier incarnations whose leftovers were handed to the
+    tracker (``teardown.started``) by this replica."""
 
 
 @dataclass
@@ -142,7 +155,11 @@ class ClusterState:
             flagged = spec_problem is not None and isinstance(current.parsed, AppWrapperSpec)
             if not flagged and not newer(_rv(raw), current.rv):
                 return None
-            if not flagged and current.generation == meta.get("generation"):
+            if (
+                not flagged
+                and current.generation == meta.get("generation")
+                and policy_annotations(current.raw) == policy_annotations(raw)
+            ):
                 current.raw = raw  # status/metadata change only: keep the parsed spec
                 return key
         parsed = parse_appwrapper(raw)

@@ -234,6 +234,7 @@ async def update_status(
     tries: int = 5,
     backoff: float = 0.05,
     on_written: Callable[[dict[str, Any]], Awaitable[None]] | None = None,
+    between: Callable[[ClearanceStatus | None], None] | None = None,
 ) -> dict[str, Any] | None:
     """Apply ``transition`` to the AppWrapper with resourceVersion-guarded merge patches.
 
@@ -255,7 +256,9 @@ async def update_status(
         rv = (current.get("metadata") or {}).get("resourceVersion")
         try:
             updated = current
-            for write in writes:
+            for index, write in enumerate(writes):
+                if index and between is not None:
+                    between(clearance)  # test fault injection: after the commit point
                 meta = {**write.body.get("metadata", {}), "resourceVersion": rv}
                 body = {**write.body, "metadata": meta}
                 data = await kube.patch(
