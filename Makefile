@@ -3,7 +3,7 @@ SHELL := /bin/bash
 UV ?= $(shell command -v uv 2>/dev/null || echo "python3 -m uv")
 PY_SRC := libs/clearance/src libs/kubesim/src services/watcher/src services/tracker/src services/dispatcher/src
 
-.PHONY: install test lint schemas demo bench chaos ha ha-soak
+.PHONY: install test lint schemas demo bench fuzz chaos ha ha-soak
 
 ## install: install uv from PyPI if missing, then the locked workspace into .venv, then Debian's
 ## prometheus package (prometheus + promtool, for the alert tests) where apt can and it is missing
@@ -39,7 +39,7 @@ bench: install
 chaos: install
 	@$(UV) run --frozen --no-sync python -m tests.chaos $(CHAOS_ARGS)
 
-## ha: the HA end-to-end tests once (seed scenario on a 3-node NATS cluster losing a node)
+## ha: every HA test once: cluster fixture, node loss, the seed scenario on a 3-node NATS cluster
 ha: install
 	@CLEARANCE_HA_E2E=1 $(UV) run --frozen --no-sync pytest -q tests/ha $(PYTEST_ARGS)
 
@@ -59,3 +59,7 @@ ha-soak: install
 	  echo "$$test: $$passed/$(HA_RUNS) passed"; \
 	  failures=$$((failures + $(HA_RUNS) - passed)); \
 	done; test $$failures -eq 0
+
+## fuzz: issue 13's Hypothesis fuzz of AppWrapper specs against the running services (opt-in)
+fuzz: install
+	@CLEARANCE_FUZZ=1 $(UV) run --frozen --no-sync pytest -s tests/dispatcher/test_fuzz_e2e.py $(PYTEST_ARGS)

@@ -9,24 +9,25 @@ from __future__ import annotations
 NOTES: dict[str, dict[str, str]] = {
     "redispatch_p99": {
         "bottleneck": (
-            "Since issue 16 the dispatcher's share is short: on `cleared` with pause 0 it runs "
-            "the safety-belt LIST, writes Queued+Dispatching of N+1 in one status PATCH and a "
-            "worker creates the pod at once (one status write per redispatch, see the "
-            "breakdown; cleared → created p50 ~14 ms). The p99 of removal → created is "
-            "therefore mostly the removal → cleared tail (next note): the tracker's relay "
-            "of the last DELETED on a shared two-core machine where five processes (kubesim, "
-            "nats-server, three services) and other engineers' work compete; single samples "
-            "of a few hundred ms at n=240 set the p99. The profiles above show the CPU of each "
-            "request in kubernetes-asyncio's `ApiClient.__call_api` and `socket.send` "
-            "(the sender preempted by the receiver it woke)."
+            "In this run the dispatcher waited, it did not work: its profile shows ~1.3 s of "
+            "CPU over the whole profiled run, cycles/s fell to 2.3 (5.0-5.2 in the quick runs "
+            "of the same day made before the client-side rate limit landed) and cleared → "
+            "created rose from p50 14 ms / p99 37 ms (quick run, one status write per "
+            "redispatch) to p50 ~0.8 s with two writes per redispatch. The likely cause is "
+            "the new client-side rate limit (CLEARANCE_KUBE_QPS 50, burst 100): 8 AppWrappers "
+            "cycling every ~1.5 s need ~12 API requests per cycle (status writes, the LIST, "
+            "DELETEs, POSTs), i.e. above 50 requests/s, so every request queues behind the "
+            "token bucket; waiting time is not in a sampling profile, which is why the "
+            "profile shows little. Not yet confirmed by an experiment with the limit off "
+            "(no time left on the shared machine in this session)."
         ),
         "fix": (
-            "(1) Skip the safety-belt LIST when the `cleared` event is newer than the "
-            "dispatcher's pod cache (the tracker's quorum LIST just proved it; keep it after a "
-            "restart): PATCH + POST only. (2) Call the API through one aiohttp session instead "
-            "of kubernetes-asyncio's `call_api` (CPU per request). (3) Measure on cores that "
-            "are not shared: the median is already well inside the target; the tail is "
-            "scheduling."
+            "Run this benchmark with the limit set for its load (e.g. CLEARANCE_KUBE_QPS=200 "
+            "with kubesim's --rate-limit above it) and read the waiting from "
+            "`Kube.manners.bucket.waited` (export it as a metric); then re-check that the "
+            "on-cleared dispatch takes one write. The remaining fixes: skip the safety-belt "
+            "LIST when the pod cache is newer than the `cleared`; one aiohttp session instead "
+            "of kubernetes-asyncio's `call_api`."
         ),
     },
     "cleared_p99": {
@@ -97,20 +98,29 @@ NOTES: dict[str, dict[str, str]] = {
     },
     "tracker_growth": {
         "bottleneck": (
-            "Per-object cost at the larger sizes: see the growth rows (time and CPU per object "
-            "and their factors). The burst is CPU-bound, so per-object time follows per-object "
-            "CPU; kubesim's LIST cost grows with the namespace size."
+            "Not measured in this run: at 5,000 teardowns the tracker had not recorded them "
+            "after ~115 s (1,000 take ~2 s), so the run was stopped to keep `make bench` "
+            "within its time budget (the growth row shows the error). Recording is "
+            "superlinear in the number of open records; not profiled yet."
         ),
-        "fix": "The tracker fixes above (batched audit events, group-committed confirmations).",
+        "fix": (
+            "Profile the recording phase at 5,000 (pyinstrument on the tracker): suspects are "
+            "per-record passes over the whole KV view (`scan`, `_on_record` → "
+            "`next_work`) and each first verification's LIST."
+        ),
     },
     "dispatcher_pass": {
         "bottleneck": (
-            "The scan is O(queued): candidates, free capacity over every pod and "
-            "reservation, then the plan; see the breakdown per size in the JSON."
+            "The scan is O(queued) and ~9 µs per queued AppWrapper at 20,000 (x1.17 the "
+            "per-item cost at 500): candidates (a pass over every entry with the pause rule), "
+            "free capacity over every pod and reservation, then the plan over all candidates "
+            "- each a full pass per scan."
         ),
         "fix": (
-            "Keep the candidate order incrementally (a heap updated on intake) and stop the "
-            "plan at the first candidate that does not fit under strict head-of-line."
+            "Keep the candidate order incrementally (a heap updated on intake instead of "
+            "sorting every scan), keep free capacity as a running sum updated by pod events, "
+            "and stop the plan at the first candidate that does not fit under strict "
+            "head-of-line: a pass then costs the admitted few, not the whole queue."
         ),
     },
     "idle_rss": {

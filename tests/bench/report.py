@@ -125,6 +125,15 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
             "≤ 2 KB (2,048 B)",
             top["rss_bytes_per_tracked_object"] <= 2048,
         )
+    add(
+        "rack_loss",
+        "rack loss (Acceptance 4): every AppWrapper redispatched ≤ 10 s after its force "
+        "deadline, within the API rate limit",
+        None,
+        "",
+        "not measured: the benchmark is not written yet (docs/NEEDS.md)",
+        None,
+    )
     d = results.get("dispatcher", {})
     big = next((q for q in d.get("by_queue_length", []) if q.get("queued") == 20_000), None)
     scan = _get(big, "scan_ms", "median")
@@ -258,6 +267,14 @@ def figures(data: dict[str, Any]) -> list[tuple[str, str, str]]:
              f"{t['rss_bytes_per_tracked_object']:,} B ({t['rss_bytes_per_teardown']:,} B)"),
         ]  # fmt: skip
     g = r.get("tracker_growth", {})
+    if isinstance(g, dict) and "error" in g:
+        rows.append(
+            (
+                "3 tracker growth",
+                "error",
+                f"{g['error']} - " + NOTES["tracker_growth"]["bottleneck"],
+            )
+        )
     for row in g.get("by_size", []) if isinstance(g, dict) else []:
         if "error" in row:
             rows.append(("3 tracker growth", f"{row.get('teardowns')} teardowns", row["error"]))

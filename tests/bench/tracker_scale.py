@@ -171,12 +171,15 @@ async def _drive(
     teardowns: int,
     pods: int,
 ) -> dict[str, Any]:
-    namespaces = [f"scale-{i:02d}" for i in range(SPREAD)]
+    # 20 teardowns (160 pods) per namespace at every size: kubesim scans a namespace per
+    # LIST, so a fixed namespace count would make each LIST grow with the size.
+    spread = max(SPREAD, teardowns // 20)
+    namespaces = [f"scale-{i:03d}" for i in range(spread)]
     for ns in namespaces:
         body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}
         with contextlib.suppress(Exception):
             await kube.create(NAMESPACES, body)
-    aws = [(f"aw-{i:04d}", namespaces[i % SPREAD]) for i in range(teardowns)]
+    aws = [(f"aw-{i:05d}", namespaces[i % spread]) for i in range(teardowns)]
     progress(f"tracker: creating {teardowns * pods} pods in kubesim")
     created = await gather_limited(
         [

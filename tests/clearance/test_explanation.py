@@ -234,6 +234,23 @@ def test_the_timeline_holds_the_cycle_of_the_torn_down_attempt_and_its_redispatc
     assert x.next.detail == "attempt 3 was dispatched at 06:00:09Z"
 
 
+def test_facts_stamped_at_once_are_listed_cause_before_effect() -> None:
+    stamp = T0 + timedelta(seconds=9)
+    cleared = events.CycleCleared(appwrapper=AW, attempt=1, occurred_at=stamp, cleared_at=stamp)
+    gone = events.CycleDeletionConfirmed(
+        appwrapper=AW, attempt=1, occurred_at=stamp, object=POD, how="get_404"
+    )
+    x = explain(
+        facts(
+            teardown(),
+            cleared,
+            gone,
+            clearance={"version": 2, "phase": "Queued", "attempt": 1, "cycleAttempt": 1},
+        )
+    )
+    assert [e.event for e in x.timeline] == ["teardown.started", "deletion.confirmed", "cleared"]
+
+
 def test_an_open_teardown_with_nothing_left_awaits_cleared() -> None:
     x = explain(
         facts(

@@ -16,7 +16,7 @@ import json
 import time
 from typing import Any
 
-from tests.dispatcher.conftest import job_appwrapper
+from tests.support.dispatcher_env import job_appwrapper
 
 BOOKKEEPING = "clearance.dev/bookkeeping"
 

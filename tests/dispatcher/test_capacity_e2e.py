@@ -6,7 +6,7 @@ import asyncio
 from typing import Any
 
 import msgspec
-from tests.dispatcher.conftest import condition, job_appwrapper, phase_is, state_is
+from tests.support.dispatcher_env import condition, job_appwrapper, phase_is, state_is
 
 from clearance.kube import PODS
 

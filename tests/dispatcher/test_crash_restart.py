@@ -13,7 +13,7 @@ import time
 from collections import Counter
 from typing import Any
 
-from tests.dispatcher.conftest import job_appwrapper
+from tests.support.dispatcher_env import job_appwrapper
 
 STEPS = (
     "dispatch.started",

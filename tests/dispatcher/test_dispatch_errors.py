@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from tests.dispatcher.conftest import condition, job_appwrapper, state_is
+from tests.support.dispatcher_env import condition, job_appwrapper, state_is
 
 
 async def test_permanent_creation_error_fails_with_event_and_alert(make_env: Any) -> None:

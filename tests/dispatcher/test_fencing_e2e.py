@@ -11,8 +11,8 @@ import time
 from typing import Any
 
 import msgspec
-from tests.dispatcher.conftest import job_appwrapper
 from tests.dispatcher.test_leadership_e2e import _is_leader, _leader_of
+from tests.support.dispatcher_env import job_appwrapper
 
 from clearance.kube import PODS
 

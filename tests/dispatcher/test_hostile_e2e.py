@@ -8,7 +8,7 @@ import time
 from typing import Any
 
 import msgspec
-from tests.dispatcher.conftest import condition, job_appwrapper, state_is
+from tests.support.dispatcher_env import condition, job_appwrapper, state_is
 
 INT64_MAX = 2**63 - 1
 FAILED_WITHIN = 5.0

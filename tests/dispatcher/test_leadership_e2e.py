@@ -6,7 +6,7 @@ import asyncio
 import time
 from typing import Any
 
-from tests.dispatcher.conftest import job_appwrapper, state_is
+from tests.support.dispatcher_env import job_appwrapper, state_is
 
 
 async def _is_leader(proc: Any) -> bool:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from tests.dispatcher.conftest import AW, condition, job_appwrapper, phase_is, state_is
+from tests.support.dispatcher_env import AW, condition, job_appwrapper, phase_is, state_is
 
 from clearance.kube import JOBS, PODS
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from tests.dispatcher.conftest import AW, Env, job_appwrapper
+from tests.support.dispatcher_env import AW, Env, job_appwrapper
 
 from clearance.kube import JOBS
 from clearance_dispatcher.appwrapper import AppWrapperSpec, parse_appwrapper

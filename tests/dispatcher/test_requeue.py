@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import msgspec
-from tests.dispatcher.conftest import condition, job_appwrapper, state_is
+from tests.support.dispatcher_env import condition, job_appwrapper, state_is
 
 from clearance import bus, events
 from clearance.kube import PODS

@@ -24,7 +24,7 @@ from typing import Any
 
 import msgspec
 import pytest
-from tests.dispatcher.conftest import REAL_TRACKER, Env, phase_is
+from tests.support.dispatcher_env import REAL_TRACKER, Env, phase_is
 
 from clearance import bus, events, labels
 from clearance.informing import Change, Informer
@@ -71,7 +71,7 @@ def pod_appwrapper(name: str, namespace: str) -> dict[str, Any]:
 
 async def _item_only_watcher(env: Env) -> None:
     """Publishes AppWrapper and node events, and every labelled pod as an ``item`` only."""
-    from tests.dispatcher.conftest import AW
+    from tests.support.dispatcher_env import AW
 
     async def publish(event: events.Event) -> None:
         await bus.publish(env.js, event.subject(), events.encode(event), msg_id=event.msg_id())

@@ -123,3 +123,13 @@ def test_an_integer_beyond_any_float_is_refused_not_raised() -> None:
     raw = _aw()
     _set(raw, "spec.schedulingSpec.requeuing.stuckAlertTimeInSeconds", 10**400)
     assert _invalid(raw).reason == aw_mod.OUT_OF_RANGE
+
+
+def test_a_template_naming_another_namespace_is_refused_naming_both() -> None:
+    raw = _aw()
+    _template(raw)["metadata"]["namespace"] = "elsewhere"
+    bad = _invalid(raw)
+    assert bad.reason == aw_mod.NAMESPACE_MISMATCH
+    assert "generictemplate.metadata.namespace" in bad.message and "'elsewhere'" in bad.message
+    _template(raw)["metadata"]["namespace"] = "ns"  # its own namespace is fine
+    assert isinstance(parse_appwrapper(raw), AppWrapperSpec)

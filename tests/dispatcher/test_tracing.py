@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 from datetime import datetime
 from typing import Any
 
-from tests.dispatcher.conftest import job_appwrapper
+from tests.support.dispatcher_env import job_appwrapper
 
 from clearance import attributes as attr
 from clearance.kube import KubeConfig

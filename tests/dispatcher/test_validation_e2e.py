@@ -7,7 +7,7 @@ import asyncio
 import copy
 from typing import Any
 
-from tests.dispatcher.conftest import AW, condition, job_appwrapper, state_is
+from tests.support.dispatcher_env import AW, condition, job_appwrapper, state_is
 
 from clearance.kube import KubeError
 
@@ -34,6 +34,7 @@ def _malformed(ns: str) -> dict[str, tuple[dict[str, Any], str]]:
     unknown = _template(case("unknown-kind", "UnknownKind"))
     unknown.update(apiVersion="example.com/v1", kind="Widget")
     case("negative-min", "NegativeMinAvailable")["spec"]["schedulingSpec"]["minAvailable"] = -2
+    _template(case("other-namespace", "NamespaceMismatch"))["metadata"]["namespace"] = "default"
     bad_qty = case("bad-quantity", "InvalidQuantity")
     bad_qty["spec"]["resources"]["GenericItems"][0]["custompodresources"] = [
         {"replicas": 2, "requests": {"cpu": "lots"}}

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from tests.dispatcher.conftest import job_appwrapper
+from tests.support.dispatcher_env import job_appwrapper
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 

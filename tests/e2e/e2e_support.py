@@ -34,6 +34,7 @@ import msgspec
 import pytest
 from nats.aio.client import Client as NatsClient
 from nats.js import api
+from tests.support.incarnations import incarnation_violations
 from tests.support.polling import eventually as eventually  # the one eventually, re-exported
 
 from clearance import attributes, bus, events, labels, subjects
@@ -574,12 +575,15 @@ class Scenario:
             and e["involvedObject"].get("name") == appwrapper
         ]
 
-    async def history(self) -> list[Write]:
+    async def raw_history(self) -> list[dict[str, Any]]:
         url = f"{self.stack.kubesim_url}/kubesim/v1/history"
         async with self.http.get(url, params={"namespace": NAMESPACE}) as response:
             response.raise_for_status()
             body = await response.json()
-        return [Write.from_json(e) for e in body["items"]]
+        return list(body["items"])
+
+    async def history(self) -> list[Write]:
+        return [Write.from_json(e) for e in await self.raw_history()]
 
     def attempts(self) -> dict[str, int | None]:
         merged: dict[str, int | None] = {}
@@ -588,7 +592,10 @@ class Scenario:
         return merged
 
     async def safety_violations(self) -> list[str]:
-        return coexistence_violations(await self.history(), self.attempts())
+        """Safety (attempts) and Incarnations (DESIGN §5) from the write history."""
+        raw = await self.raw_history()
+        attempts = coexistence_violations([Write.from_json(e) for e in raw], self.attempts())
+        return attempts + incarnation_violations(raw)
 
     async def safety_violations_per_appwrapper(self) -> list[str]:
         """The same check, per AppWrapper (label selector): with several AppWrappers, one's

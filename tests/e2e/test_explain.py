@@ -55,6 +55,7 @@ from e2e_support import (
 )
 
 from clearance import events
+from clearance.explanation import CAUSAL_ORDER
 from clearance.processes import venv_script
 from clearance.stack import LocalStack
 
@@ -325,11 +326,12 @@ def timeline(run: ExplainRun, upto: float) -> list[str]:
     """The cycle's events the streams hold (arrived before ``upto``), as the screen lists them."""
     log = run.scenario.log
     start = run.teardown.occurred_at
-    expected: list[tuple[datetime, str, str]] = []
+    expected: list[tuple[tuple[datetime, int], str, str]] = []
 
     def add(event: events.CycleEvent | events.AlertEvent, name: str, detail: str) -> None:
+        # Equal times (one stamp for several facts): cause before effect.
         if log.arrival(event) < upto:
-            expected.append((event.occurred_at, name, detail))
+            expected.append(((event.occurred_at, CAUSAL_ORDER[event.event_type]), name, detail))
 
     [requeued] = log.of(events.CycleRequeued, attempt=1)
     add(requeued, "requeued", f"requeue #1: {requeued.reason}")
@@ -355,7 +357,7 @@ def timeline(run: ExplainRun, upto: float) -> list[str]:
         re.escape(
             f"  {at(when)} {f'{(when - start).total_seconds():+.1f}s':>8}  {name:<22} {detail}"
         )
-        for when, name, detail in expected
+        for (when, _), name, detail in expected
     ]
 
 

@@ -191,17 +191,30 @@ async def missing_kube_events(scenario: Scenario) -> list[str]:
     return missing
 
 
+TRACKER_BUCKET_STREAM = "KV_clearance-teardowns"
+"""The tracker's KV bucket (default ``CLEARANCE_KV_BUCKET``) as a stream."""
+
+
+def _problems(what: str, cluster: api.ClusterInfo | None, lost: str | None) -> list[str]:
+    peers = 1 + len(cluster.replicas or []) if cluster is not None else 1
+    leader = cluster.leader if cluster is not None else None
+    problems = [f"{what}: {peers} peers"] if peers != 3 else []
+    if leader is None or leader == lost:
+        problems.append(f"{what}: leader {leader}")
+    return problems
+
+
 async def replica_problems(nc: NatsClient, *, lost: str | None = None) -> list[str]:
-    """Streams not R3 with three peers and a leader (other than ``lost``)."""
+    """Streams, the tracker's bucket and their durable consumers not on three peers with a
+    leader (other than ``lost``)."""
     js = nc.jetstream(timeout=10)
     problems = []
-    for name in STREAMS:
+    for name in (*STREAMS, TRACKER_BUCKET_STREAM):
         info = await js.stream_info(name)
-        cluster = info.cluster
-        peers = 1 + len(cluster.replicas or []) if cluster is not None else 1
-        leader = cluster.leader if cluster is not None else None
-        if (info.config.num_replicas or 1) != 3 or peers != 3:
-            problems.append(f"{name}: R{info.config.num_replicas}, {peers} peers")
-        if leader is None or leader == lost:
-            problems.append(f"{name}: leader {leader}")
+        if (info.config.num_replicas or 1) != 3:
+            problems.append(f"{name}: R{info.config.num_replicas}")
+        problems += _problems(name, info.cluster, lost)
+        for consumer in await js.consumers_info(name):
+            if consumer.config.durable_name:
+                problems += _problems(f"{name}/{consumer.name}", consumer.cluster, lost)
     return problems

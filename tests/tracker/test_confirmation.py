@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from tracker_builders import at, job, pod, record, tracked
 
+from clearance import labels
 from clearance_tracker.confirmation import (
     Missing,
     apply_event,
     apply_get,
     apply_list,
+    belongs,
     labelled_attempt,
     unseen,
 )
@@ -144,3 +146,16 @@ def test_a_pod_of_a_253_character_appwrapper_joins_its_teardown() -> None:
     meta = pod("p", "u1", appwrapper=name).metadata
     assert labelled_attempt(meta, appwrapper=name) == (True, 1)
     assert labelled_attempt(meta, appwrapper=name[:-1]) == (False, None)
+
+
+def test_a_pod_of_a_resubmitted_appwrapper_with_the_same_name_does_not_join_the_old_teardown() -> (
+    None
+):
+
+    old = record()
+    newer = pod("job1-job-x", "u9", attempt=1)
+    newer.metadata.labels[labels.APPWRAPPER_UID] = "another-uid"  # owner: the new Job
+    assert belongs(old, newer.metadata) is None
+    same = pod("job1-job-y", "u8", attempt=1)
+    same.metadata.labels[labels.APPWRAPPER_UID] = old.appwrapper.uid
+    assert belongs(old, same.metadata) == "watch"

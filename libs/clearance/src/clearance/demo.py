@@ -282,13 +282,7 @@ async def _scenario(
     _ = stuck_until
 
     narrator.step(f"the volume finally detaches: its owner removes {FINALIZER} ({node} stays lost)")
-    await kube.patch(
-        PODS,
-        POD,
-        [{"op": "remove", "path": "/metadata/finalizers"}],
-        namespace=NAMESPACE,
-        content_type="application/json-patch+json",
-    )
+    await narration.remove_finalizers(kube, POD, namespace=NAMESPACE)
     await _wait_pod(
         kube,
         lambda p: p is None or narration.pod_state(p) != "Terminating",

@@ -28,6 +28,7 @@ from typing import Final
 
 from clearance import events
 from clearance.appwrapper_status import AppWrapperStatus
+from clearance.attempts import next_attempt
 from clearance.blockers import Blocker, History, NodeFact, PresentObject, diagnose
 from clearance.events import EscalationStep
 
@@ -117,7 +118,7 @@ def cycle_attempt(facts: Facts) -> int | None:
 
 def _in_cycle(event: History, attempt: int) -> bool:
     if isinstance(event, events.CycleRedispatched):
-        return event.attempt == attempt + 1
+        return event.attempt == next_attempt(attempt)
     if isinstance(event, events.CycleDispatched):
         return False
     return event.attempt == attempt
@@ -177,11 +178,38 @@ def _detail(event: History) -> str:
     return getattr(event, "summary", "") or getattr(event, "message", "") or ""
 
 
+CAUSAL_ORDER: Final[dict[str, int]] = {
+    name: rank
+    for rank, name in enumerate(
+        (
+            "cycle.requeued",
+            "cycle.teardown.started",
+            "alert.deletion.stuck",
+            "alert.node.lost",
+            "cycle.deletion.forced",
+            "alert.deletion.forced",
+            "cycle.finalizers.removed",
+            "cycle.deletion.confirmed",
+            "cycle.cleared",
+            "cycle.failed",
+            "alert.requeue.limit",
+            "cycle.redispatched",
+        )
+    )
+}
+"""Order of events stamped with the same time (a producer stamps several facts at once: the
+tracker's ``deletion.confirmed`` and ``cleared`` of one verification): cause before effect."""
+
+
+def _order(event: History) -> tuple[datetime, int]:
+    return event.occurred_at, CAUSAL_ORDER.get(event.event_type, len(CAUSAL_ORDER))
+
+
 def timeline(facts: Facts, attempt: int) -> tuple[TimelineEntry, ...]:
-    """The cycle's events in the order they happened (ties: the order stored)."""
+    """The cycle's events in the order they happened (equal times: :data:`CAUSAL_ORDER`)."""
     teardown = _teardown(facts.history, attempt)
     start = teardown.occurred_at if teardown is not None else None
-    mine = sorted((e for e in facts.history if _in_cycle(e, attempt)), key=lambda e: e.occurred_at)
+    mine = sorted((e for e in facts.history if _in_cycle(e, attempt)), key=_order)
     out = []
     for event in mine:
         name = event.event_type.split(".", 1)[1]
@@ -270,7 +298,7 @@ def _after_teardown(facts: Facts, attempt: int) -> NextStep:
     redispatched = [
         e
         for e in facts.history
-        if isinstance(e, events.CycleRedispatched) and e.attempt == attempt + 1
+        if isinstance(e, events.CycleRedispatched) and e.attempt == next_attempt(attempt)
     ]
     if redispatched:
         done = redispatched[-1]
@@ -288,10 +316,12 @@ def _after_teardown(facts: Facts, attempt: int) -> NextStep:
             "redispatch",
             at,
             _due(at, facts.now, late="the pause is over"),
-            f"attempt {attempt + 1}, {teardown.policy.pause_seconds}s after cleared, "
+            f"attempt {next_attempt(attempt)}, {teardown.policy.pause_seconds}s after cleared, "
             "once capacity allows",
         )
-    return NextStep("redispatch", None, None, f"attempt {attempt + 1}, once capacity allows")
+    return NextStep(
+        "redispatch", None, None, f"attempt {next_attempt(attempt)}, once capacity allows"
+    )
 
 
 # ------------------------------------------------------------------------------- explain

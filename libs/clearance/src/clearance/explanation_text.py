@@ -15,8 +15,8 @@ from typing import Any
 
 import msgspec
 
-from clearance import events
 from clearance.blockers import Blocker
+from clearance.causes import cause_text
 from clearance.explanation import Explanation, TimelineEntry
 
 LABEL = 12
@@ -29,28 +29,6 @@ def _at(moment: datetime) -> str:
 
 def _line(label: str, text: str) -> str:
     return f"{label:<{LABEL}}{text}".rstrip()
-
-
-def cause_text(cause: events.Cause) -> str:
-    """One diagnosis cause in words."""
-    match cause:
-        case events.NodeMissing(node=node):
-            return f"node {node} is gone"
-        case events.NodeNotReady(node=node, status=status):
-            return f"node {node} not ready ({status or 'no Ready condition'})"
-        case events.NodeUnreachable(node=node):
-            return f"node {node} unreachable"
-        case events.NodeOutOfService(node=node):
-            return f"node {node} out of service"
-        case events.Finalizers(finalizers=names):
-            return "held by finalizer " + ", ".join(names)
-        case events.InGracePeriod(seconds_left=left):
-            return f"in its grace period ({left:.0f}s left)"
-        case events.ControllerRecreating():
-            return "a controller keeps recreating it"
-        case events.UnknownCause(detail=detail):
-            return detail or "no known cause"
-    return "no known cause"
 
 
 def _entry(entry: TimelineEntry) -> str:

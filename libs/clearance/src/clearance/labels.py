@@ -16,6 +16,10 @@ MCAD_APPWRAPPER: Final = "appwrapper.mcad.ibm.com"
 CODEFLARE_APPWRAPPER: Final = "workload.codeflare.dev/appwrapper"
 NAMESPACE: Final = "clearance.dev/namespace"
 ATTEMPT: Final = "clearance.dev/attempt"
+APPWRAPPER_UID: Final = "clearance.dev/appwrapper-uid"
+"""The UID of the AppWrapper incarnation that created the object (a resubmitted AppWrapper of
+the same name is another incarnation, with another UID): pods of a wrapped Job carry it too,
+though their owner is the Job, so no teardown mistakes them for an earlier incarnation's."""
 
 
 MAX_VALUE: Final = 63
@@ -43,15 +47,26 @@ def value_for(name: str) -> str:
     return f"{head}-{digest}" if head else digest
 
 
-def stamp(*, appwrapper: str, namespace: str, attempt: int) -> dict[str, str]:
-    """The labels for an object (or pod template) of ``attempt`` of AppWrapper ``appwrapper``."""
+def stamp(
+    *, appwrapper: str, namespace: str, attempt: int, uid: str | None = None
+) -> dict[str, str]:
+    """The labels for an object (or pod template) of ``attempt`` of AppWrapper ``appwrapper``
+    (incarnation ``uid``, when given)."""
     value = value_for(appwrapper)
-    return {
+    stamped = {
         MCAD_APPWRAPPER: value,
         CODEFLARE_APPWRAPPER: value,
         NAMESPACE: value_for(namespace),
         ATTEMPT: str(attempt),
     }
+    if uid:
+        stamped[APPWRAPPER_UID] = value_for(uid)
+    return stamped
+
+
+def incarnation_of(labels: dict[str, str]) -> str | None:
+    """The AppWrapper UID label (None on objects stamped before it existed, or foreign)."""
+    return labels.get(APPWRAPPER_UID) or None
 
 
 def selector_for(appwrapper: str, *, namespace: str | None = None) -> str:

@@ -19,6 +19,7 @@ from typing import IO, Any
 import msgspec
 
 from clearance import events
+from clearance.kube import PODS, Kube
 from clearance.stack import LocalStack
 from clearance.tailing import describe
 
@@ -104,6 +105,17 @@ async def await_event(
             if predicate(event):
                 return event
     raise TimeoutError(what)  # pragma: no cover - asyncio.timeout raises first
+
+
+async def remove_finalizers(kube: Kube, pod: str, *, namespace: str) -> None:
+    """The step both demos end their stall with: the pod's finalizers go (a JSON patch)."""
+    await kube.patch(
+        PODS,
+        pod,
+        [{"op": "remove", "path": "/metadata/finalizers"}],
+        namespace=namespace,
+        content_type="application/json-patch+json",
+    )
 
 
 def metrics_summary(stack: LocalStack) -> list[str]:

@@ -414,6 +414,14 @@ class CommonSettings(Settings):
             bounds=durations(0.01, 300.0),
         ),
     )
+    shutdown_grace: Seconds = field(
+        default=5.0,
+        metadata=doc(
+            "Hard bound from SIGTERM to exit, whatever NATS and the API do; work left then is "
+            "abandoned (effects are idempotent: a restart or the next leader redoes it).",
+            bounds=durations(0.1, 5.0),
+        ),
+    )
 
     def __post_init__(self) -> None:
         problems = []

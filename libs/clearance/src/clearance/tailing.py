@@ -21,6 +21,7 @@ from nats.aio.client import Client as NatsClient
 from nats.js import api
 
 from clearance import events, subjects
+from clearance.causes import cause_text
 from clearance.events import (
     AlertDeletionForced,
     AlertDeletionStuck,
@@ -76,29 +77,8 @@ def _refs(objs: tuple[ObjectRef, ...], limit: int = 4) -> str:
     return shown + (f" (+{len(objs) - limit} more)" if len(objs) > limit else "")
 
 
-def _cause(cause: events.Cause) -> str:
-    match cause:
-        case events.NodeMissing(node=node):
-            return f"node {node} is gone"
-        case events.NodeNotReady(node=node, status=status):
-            return f"node {node} not ready ({status or 'unknown'})"
-        case events.NodeUnreachable(node=node):
-            return f"node {node} unreachable"
-        case events.NodeOutOfService(node=node):
-            return f"node {node} out of service"
-        case events.Finalizers(finalizers=names):
-            return "held by finalizer " + ", ".join(names)
-        case events.InGracePeriod(seconds_left=left):
-            return f"still in its grace period ({left:.0f}s left)"
-        case events.ControllerRecreating():
-            return "a controller keeps recreating it"
-        case events.UnknownCause(detail=detail):
-            return detail or "no known cause"
-    return "no known cause"
-
-
 def _stuck(obj: StuckObject) -> str:
-    return f"{_ref(obj.object)}: " + "; ".join(_cause(c) for c in obj.reasons)
+    return f"{_ref(obj.object)}: " + "; ".join(cause_text(c) for c in obj.reasons)
 
 
 def _details(event: events.CycleEvent | events.AlertEvent) -> str:

@@ -18,6 +18,9 @@ by default and costs one set lookup where it sits.
   blocking object (from its stuck alert) instead of diagnosing the fresh reads.
 * ``r1-streams`` — the bus provisions every stream with one replica and corrects "drift" down
   to it, whatever was declared (the defect of issue 12: streams silently R1 on a cluster).
+
+* ``incarnation-blind`` — the dispatcher checks only its own pods before a dispatch and does not
+  roll back an attempt's items when a later one meets a 409 (the pre-issue-13 behaviour).
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ Fault = Literal[
     "r1-streams",
     "ignore-pruned",
     "lagging-status",
+    "incarnation-blind",
 ]
 
 

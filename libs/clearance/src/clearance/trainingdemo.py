@@ -29,7 +29,14 @@ import msgspec
 
 from clearance import events, labels
 from clearance.kube import PODS, Kube, Resource
-from clearance.narration import NAMESPACE, Narrator, PodView, await_event, pod_state
+from clearance.narration import (
+    NAMESPACE,
+    Narrator,
+    PodView,
+    await_event,
+    pod_state,
+    remove_finalizers,
+)
 from clearance.stack import LocalStack
 
 APPWRAPPER: Final = "seed-train"
@@ -196,13 +203,7 @@ async def pytorchjob_scenario(
     narrator.step(
         f"the volume finally detaches: its driver removes {FINALIZER} ({node} stays lost)"
     )
-    await kube.patch(
-        PODS,
-        STUCK,
-        [{"op": "remove", "path": "/metadata/finalizers"}],
-        namespace=NAMESPACE,
-        content_type="application/json-patch+json",
-    )
+    await remove_finalizers(kube, STUCK, namespace=NAMESPACE)
     await await_event(
         queue, narrator, _is(events.CycleRedispatched), timeout=60, what="the redispatch"
     )

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-import signal
 import sys
 
+from clearance import stopping
 from clearance.settings import OTEL_HELP, SettingsError
 from clearance.telemetry import setup_logging
 from clearance_dispatcher.settings import DispatcherSettings
@@ -42,9 +42,7 @@ async def _run(settings: DispatcherSettings) -> int:
     from clearance_dispatcher.service import Service
 
     stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+    stopping.install(stop, grace=settings.shutdown_grace)
     return await Service(settings).run(stop)
 
 

@@ -77,17 +77,20 @@ class Admission:
     def admits(self, key: tuple[str, str], spec: AppWrapperSpec) -> bool:
         """Whether ``key``, if it were queued now, would be admitted by a scan (same order,
         same capacity rule). Pure: marks nothing; used to dispatch right on ``cleared``."""
-        rt = self.rt
         cands = [c for c in self.candidates() if c.key != key]
         cands.append(queueing.Candidate(key, spec.priority, spec.creation, spec.requests))
+        return any(c.key == key for c in self.plan(cands).admit)
+
+    def plan(self, cands: list[queueing.Candidate]) -> queueing.Plan:
+        """The queue order and capacity rule over ``cands``, against the free capacity now."""
+        rt = self.rt
         free = capacity.free_capacity(
             rt.state.nodes.values(),
             rt.state.pods.values(),
             self.reservations(),
             requests_of=rt.state.requests_of,
         )
-        plan = queueing.plan(cands, free, policy=rt.settings.head_of_line)
-        return any(c.key == key for c in plan.admit)
+        return queueing.plan(cands, free, policy=rt.settings.head_of_line)
 
     def scan(self) -> None:
         """Admit what fits, in queue order; the workers do the dispatching."""
@@ -103,13 +106,7 @@ class Admission:
             rt.metrics.appwrappers.labels(phase).set(phases.get(phase, 0))
         if not cands:
             return
-        free = capacity.free_capacity(
-            rt.state.nodes.values(),
-            rt.state.pods.values(),
-            self.reservations(),
-            requests_of=rt.state.requests_of,
-        )
-        plan = queueing.plan(cands, free, policy=rt.settings.head_of_line)
+        plan = self.plan(cands)
         for cand in plan.admit:
             local = rt.state.appwrappers[cand.key].local
             local.admitted = True

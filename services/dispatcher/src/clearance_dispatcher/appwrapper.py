@@ -36,6 +36,7 @@ INVALID_FIELD: Final = "InvalidField"
 UNKNOWN_KIND: Final = "UnknownKind"
 DUPLICATE_ITEM: Final = "DuplicateItem"
 OUT_OF_RANGE: Final = "OutOfRange"
+NAMESPACE_MISMATCH: Final = "NamespaceMismatch"
 
 _REQUEUING: Final = "spec.schedulingSpec.requeuing"
 SPEC_BOUNDS: Final[Mapping[str, Range]] = {
@@ -284,7 +285,7 @@ def _custom_pod_sets(value: object, path: str, c: _Collector) -> tuple[PodSet, .
     return tuple(sets)
 
 
-def _parse_item(index: int, raw: object, c: _Collector) -> GenericItem | None:
+def _parse_item(index: int, raw: object, c: _Collector, *, namespace: str) -> GenericItem | None:
     path = f"spec.resources.GenericItems[{index}]"
     item = _mapping(raw)
     template = item.get("generictemplate")
@@ -304,6 +305,15 @@ def _parse_item(index: int, raw: object, c: _Collector) -> GenericItem | None:
         ok = False
     if not isinstance(name, str) or not name:
         c.add(MISSING_NAME, f"{tpath}: metadata.name is missing (generateName is not supported)")
+        ok = False
+    item_ns = _mapping(template.get("metadata")).get("namespace")
+    if item_ns not in (None, "", namespace):
+        # DECISIONS "Hostile input": refused, never created elsewhere (nor silently moved here).
+        c.add(
+            NAMESPACE_MISMATCH,
+            f"{tpath}.metadata.namespace: {_short(item_ns)} is not the AppWrapper's namespace "
+            f"{namespace!r}; items are created in the AppWrapper's namespace only",
+        )
         ok = False
     if not ok:
         return None
@@ -394,7 +404,7 @@ def parse_appwrapper(raw: Mapping[str, Any]) -> AppWrapperSpec | InvalidAppWrapp
     else:
         seen: set[tuple[str, str, str]] = set()
         for index, raw_item in enumerate(raw_items):
-            item = _parse_item(index, raw_item, c)
+            item = _parse_item(index, raw_item, c, namespace=namespace)
             if item is None:
                 continue
             key = (item.api_version, item.kind, item.name)

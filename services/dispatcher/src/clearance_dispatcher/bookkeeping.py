@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final, Literal, Protocol
 
+from clearance.attempts import next_attempt
 from clearance_dispatcher.appwrapper import parse_time
 
 Phase = Literal[
@@ -92,7 +93,7 @@ class ClearanceStatus:
         """The attempt a dispatch now creates: the next one from the queue, the decided one
         while Dispatching (a restart resumes it); None in any other phase."""
         if self.phase in (None, "Queued", "Invalid"):
-            return self.attempt + 1
+            return next_attempt(self.attempt)
         if self.phase == "Dispatching":
             return self.attempt
         return None

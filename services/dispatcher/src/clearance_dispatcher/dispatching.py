@@ -22,7 +22,7 @@ from typing import Any, Final
 
 import msgspec
 
-from clearance import labels
+from clearance import labels, testfaults
 from clearance.discovery import Discovery, UnknownKind
 from clearance.events import ObjectRef
 from clearance.kube import Kube, KubeError, Resource
@@ -71,7 +71,9 @@ def build_object(
     for server_field in ("resourceVersion", "uid", "creationTimestamp", "generation"):
         meta.pop(server_field, None)
     meta["namespace"] = spec.namespace
-    stamp = labels.stamp(appwrapper=spec.name, namespace=spec.namespace, attempt=attempt)
+    stamp = labels.stamp(
+        appwrapper=spec.name, namespace=spec.namespace, attempt=attempt, uid=spec.uid
+    )
     meta["labels"] = {**(meta.get("labels") or {}), **stamp}
     owners = [o for o in meta.get("ownerReferences") or [] if o.get("uid") != spec.uid]
     owners.append(owner_reference(aw_api_version, spec))
@@ -119,6 +121,8 @@ class _Meta(msgspec.Struct):
     labels: dict[str, str] = msgspec.field(default_factory=dict)
     deletionTimestamp: str | None = None  # Kubernetes wire name
     ownerReferences: list[dict[str, Any]] = msgspec.field(default_factory=list)
+    finalizers: list[str] = msgspec.field(default_factory=list)
+    creationTimestamp: str | None = None
 
 
 class _Obj(msgspec.Struct):
@@ -154,7 +158,46 @@ async def create_items(
     attempt: int,
     aw_api_version: str,
 ) -> CreateOutcome:
-    """Create every item of ``attempt``; stop at the first item that cannot be created."""
+    """Create every item of ``attempt``; at the first item that cannot be created, roll back
+    what this call created or found of ``attempt`` (a leftover discovered by a 409 midway must
+    not leave half an attempt running beside it) and report that item."""
+    made: list[tuple[Resource, ObjectRef]] = []
+    outcome = await _create_each(
+        kube, discovery, spec, attempt=attempt, aw_api_version=aw_api_version, made=made
+    )
+    if not isinstance(outcome, Created) and made and not testfaults.active("incarnation-blind"):
+        await roll_back(kube, made)
+    return outcome
+
+
+async def roll_back(kube: Kube, made: list[tuple[Resource, ObjectRef]]) -> None:
+    """Delete ``made`` (UID preconditions, Background propagation); 404/409 count as done."""
+    for resource, ref in reversed(made):
+        try:
+            await kube.delete(
+                resource,
+                ref.name,
+                namespace=ref.namespace,
+                propagation_policy="Background",
+                uid=ref.uid,
+            )
+        except KubeError as exc:
+            if exc.code not in (404, 409):
+                log.warning(
+                    "rollback of a created item failed",
+                    extra={"item": f"{ref.kind} {ref.name}", "error": str(exc)},
+                )
+
+
+async def _create_each(
+    kube: Kube,
+    discovery: Discovery,
+    spec: AppWrapperSpec,
+    *,
+    attempt: int,
+    aw_api_version: str,
+    made: list[tuple[Resource, ObjectRef]],
+) -> CreateOutcome:
     refs: list[ObjectRef] = []
     for item in spec.items:
         try:
@@ -172,6 +215,7 @@ async def create_items(
                 outcome = await _already_there(kube, resource, item, spec, attempt)
                 if isinstance(outcome, ObjectRef):
                     refs.append(outcome)
+                    made.append((resource, outcome))
                     continue
                 return outcome
             what = f"{item.kind} {item.name!r}: {exc.code} {exc.reason}: {exc.message}"
@@ -179,6 +223,7 @@ async def create_items(
                 return PermanentFailure(item, "ItemCreationFailure", what)
             return TransientFailure(item, what)
         refs.append(_ref(resource, spec.namespace, _OBJ.decode(data).metadata))
+        made.append((resource, refs[-1]))
     return Created(tuple(refs))
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 
+from clearance.attempts import next_attempt
 from clearance.bus import Delivery, Retry
 from clearance.events import AlertDeletionStuck, AppWrapperRef, CycleCleared, Event
 from clearance.kube import KubeError
@@ -70,6 +71,14 @@ class Handlers:
         entry = self.rt.state.appwrappers.get((aw.namespace, aw.name))
         return entry if entry is not None and entry.uid == aw.uid else None
 
+    def _require_term(self) -> None:
+        """A replica whose term is over must not ack a ``cleared``: its cached AppWrappers
+        miss the new leader's writes (a `tearingDown` it never saw makes the cleared look
+        stale), and an acked message never reaches the leader — the cycle would hang."""
+        fence = self.rt.kube.fence
+        if fence is not None and not fence.valid():
+            raise Retry(1.0, "not the leader: redelivered to the replica that leads")
+
     async def handle_cleared(self, event: Event, delivery: Delivery) -> None:
         if not isinstance(event, CycleCleared):
             return
@@ -77,6 +86,7 @@ class Handlers:
         aw = event.appwrapper
         key = (aw.namespace, aw.name)
         where = {"aw": f"{aw.namespace}/{aw.name}", "attempt": event.attempt}
+        self._require_term()
         entry = self._entry(aw)
         if entry is None:
             rt.metrics.cleared.labels("unknown").inc()
@@ -85,7 +95,7 @@ class Handlers:
         now = rt.now()
         before: list[ClearanceStatus] = []
         at_once = self._dispatch_at_once(key, entry) and await self._belt_clear(
-            entry, event.attempt + 1
+            entry, next_attempt(event.attempt)
         )
 
         def accept(obs: Observed) -> Patch | None:
@@ -107,6 +117,7 @@ class Handlers:
         except Abort:
             raise Retry(1.0, "status write did not go through") from None
         if written is None:
+            self._require_term()  # a deposed leader's cache is stale: the leader judges it
             rt.metrics.cleared.labels("stale").inc()
             log.info("stale or duplicate cleared ignored", extra=where)
             return
@@ -120,7 +131,7 @@ class Handlers:
         if rt.state.appwrappers[key].observed.clearance.phase != "Dispatching":
             rt.request_scan()
         else:
-            rt.state.appwrappers[key].local.belt_checked = event.attempt + 1
+            rt.state.appwrappers[key].local.belt_checked = next_attempt(event.attempt)
             rt.crash_point("dispatch.started")
             rt.request_scan()  # the reservation changed: others may fit differently
 

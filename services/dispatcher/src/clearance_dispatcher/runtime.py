@@ -24,7 +24,7 @@ from opentelemetry.trace import Tracer
 from clearance import bus
 from clearance.bus import BusMetrics
 from clearance.discovery import Discovery
-from clearance.events import AppWrapperRef, Event, encode
+from clearance.events import AppWrapperRef, Event
 from clearance.kube import Kube, Resource
 from clearance.recording import record_event
 from clearance_dispatcher.metrics import DispatcherMetrics
@@ -146,15 +146,12 @@ class Runtime:
     # -- I/O --------------------------------------------------------------------------------
 
     async def publish(self, event: Event, parent: Context | None = None) -> None:
-        await bus.publish(
+        await bus.publish_event(
             self.js,
-            event.subject(),
-            encode(event),
-            msg_id=event.msg_id(),
+            event,
             tracer=self.tracer,
             parent=parent,
             metrics=self.bus_metrics,
-            event_type=event.event_type,
             fence=self.kube.fence,
         )
 

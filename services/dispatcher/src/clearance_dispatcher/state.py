@@ -84,6 +84,10 @@ class Local:
     """Attempt whose safety-belt LIST (no pod of another attempt) ran right before its
     Dispatching was written on ``cleared``; the worker's dispatch of it skips a second LIST."""
 
+    announced: set[tuple[str, int]] = field(default_factory=set)
+    """(AppWrapper UID, attempt) of earlier incarnations whose leftovers were handed to the
+    tracker (``teardown.started``) by this replica."""
+
 
 @dataclass
 class Entry:

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+from clearance.attempts import next_attempt
 from clearance_dispatcher.bookkeeping import StuckEntry, micro_time
 from clearance_dispatcher.requeueing import Counts, Fail, Requeue, enough
 from clearance_dispatcher.status import ConditionChange, Observed, Patch
@@ -78,6 +79,18 @@ def backoff(obs: Observed, *, reason: str, message: str, now: datetime) -> Patch
     return Patch(at=now, conditions={"Backoff": (True, reason, message)})
 
 
+def blocked(obs: Observed, *, message: str, now: datetime) -> Patch | None:
+    """A dispatch is held by leftovers (objects of an earlier attempt or incarnation): the
+    ``Blocked`` condition names each and its diagnosis (``kubectl describe appwrapper``)."""
+    return Patch(
+        at=now,
+        conditions={
+            "Blocked": (True, "LeftoverObjects", message),
+            "Backoff": (True, "OldObjectsPresent", message),
+        },
+    )
+
+
 def begin_dispatch(obs: Observed, *, attempt: int, now: datetime) -> Patch | None:
     """Dispatch of ``attempt`` decided: written before any item is created."""
     cl = obs.clearance
@@ -120,6 +133,7 @@ def finish_dispatch(
                 f"attempt {attempt}: {items} item(s) created",
             ),
             "Backoff": (False, "Dispatched", ""),
+            "Blocked": (False, "Dispatched", ""),
             "Running": (False, "AwaitingPods", ""),
         },
     )
@@ -289,7 +303,7 @@ def redispatch_on_cleared(
     if first is None or first.clearance is None or first.clearance.phase != "Queued":
         return None
     second = begin_dispatch(
-        dataclasses.replace(obs, clearance=first.clearance), attempt=attempt + 1, now=now
+        dataclasses.replace(obs, clearance=first.clearance), attempt=next_attempt(attempt), now=now
     )
     if second is None:
         return None

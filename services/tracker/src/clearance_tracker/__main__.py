@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-import signal
 import sys
 from collections.abc import Sequence
 
+from clearance import stopping
 from clearance.bus import BusError
 from clearance.settings import OTEL_HELP, SettingsError
 from clearance.telemetry import setup_logging
@@ -30,9 +30,7 @@ async def _serve(settings: TrackerSettings) -> None:
     from clearance_tracker.service import run
 
     stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+    stopping.install(stop, grace=settings.shutdown_grace)
     await run(settings, stop=stop)
 
 

@@ -87,6 +87,9 @@ def belongs(record: Teardown, meta: ObjectMeta) -> Source | None:
         return None
     if attempt is not None and attempt > record.attempt:
         return None
+    incarnation = labels.incarnation_of(meta.labels)
+    if incarnation is not None and incarnation != labels.value_for(aw.uid):
+        return None  # a resubmitted AppWrapper of the same name (its Job's pods, too)
     for ref in meta.owner_references:
         if ref.kind == "AppWrapper" and ref.uid != aw.uid:
             return None  # another AppWrapper that happens to have the same name

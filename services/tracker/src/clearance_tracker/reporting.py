@@ -35,7 +35,6 @@ from clearance.events import (
     ObjectRef,
     RemovedFinalizers,
     StuckObject,
-    encode,
 )
 from clearance.kube import Kube
 from clearance.recording import record_event
@@ -101,15 +100,12 @@ class Reporter:
         (the tracker's scan turns it into the by-cause stuck gauge)."""
 
     async def publish(self, event: Event, *, parent: Context | None = None) -> None:
-        await bus.publish(
+        await bus.publish_event(
             self.js,
-            event.subject(),
-            encode(event),
-            msg_id=event.msg_id(),
+            event,
             tracer=self.tracer,
             parent=parent,
             metrics=self.bus_metrics,
-            event_type=event.event_type,
             fence=self.kube.fence,
         )
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import signal
 import sys
 from collections.abc import Sequence
 
@@ -17,7 +16,7 @@ from opentelemetry import trace
 from opentelemetry.trace import Tracer
 from prometheus_client import CollectorRegistry
 
-from clearance import bus
+from clearance import bus, stopping
 from clearance.kube import Kube, KubeConfig, KubeError, user_agent
 from clearance.settings import OTEL_HELP, SettingsError
 from clearance.telemetry import HealthServer, setup_logging, setup_tracing
@@ -58,9 +57,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 async def run(settings: WatcherSettings) -> int:
     stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+    stopping.install(stop, grace=settings.shutdown_grace)
 
     registry = CollectorRegistry()
     metrics = WatcherMetrics(registry)

@@ -21,7 +21,13 @@ from clearance_watcher.metrics import WatcherMetrics
 log = ContextLogger(logging.getLogger(__name__))
 
 _KEEP_LABELS: Final = frozenset(
-    {labels.MCAD_APPWRAPPER, labels.CODEFLARE_APPWRAPPER, labels.NAMESPACE, labels.ATTEMPT}
+    {
+        labels.MCAD_APPWRAPPER,
+        labels.CODEFLARE_APPWRAPPER,
+        labels.NAMESPACE,
+        labels.ATTEMPT,
+        labels.APPWRAPPER_UID,
+    }
 )
 
 

@@ -139,6 +139,16 @@ class AckInbox:
             raise
         return future
 
+    async def close(self) -> None:
+        """Drop the reply subscription (a new session makes its own)."""
+        sub, self._sub = self._sub, None
+        if sub is not None:
+            with contextlib.suppress(Exception):
+                await sub.unsubscribe()
+        for future in self._futures.values():
+            future.cancel()
+        self._futures.clear()
+
     def prune(self) -> None:
         """Forget sends given up on (their ack, if it ever comes, is ignored)."""
         for token in [t for t, f in self._futures.items() if f.done()]:
@@ -480,3 +490,4 @@ class Publisher:
         self._chains.clear()
         self._ready.clear()
         self._idle.set()
+        await self._acks.close()

@@ -66,7 +66,7 @@ from clearance.bus.provisioning import (
     ensure_topology,
     find_stream,
 )
-from clearance.bus.publishing import publish
+from clearance.bus.publishing import publish, publish_event
 from clearance.bus.topology import (
     ConsumerSpec,
     KvSpec,
@@ -119,6 +119,7 @@ __all__ = [
     "note_placement",
     "plan_stream",
     "publish",
+    "publish_event",
     "shutdown",
     "subject_matches",
 ]

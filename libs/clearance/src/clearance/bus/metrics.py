@@ -1,4 +1,9 @@
-"""The bus's Prometheus metrics."""
+"""The bus's Prometheus metrics, held by one `BusMetrics` per collector registry: events
+published, deduplicated, retried and failed (with the failure reasons) and publish
+latency; events consumed, redelivered and dead-lettered, messages in flight and pending,
+delivery lag; and stream re-provisions. The other bus modules update these; nothing else
+in the bus touches prometheus_client.
+"""
 
 from __future__ import annotations
 

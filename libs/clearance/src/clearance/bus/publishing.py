@@ -29,6 +29,7 @@ from clearance.bus.metrics import BusMetrics
 from clearance.bus.placement import note_placement
 from clearance.bus.provisioning import ensure_stream, find_stream
 from clearance.bus.topology import StreamSpec, default_streams
+from clearance.events import Event, encode
 from clearance.fencing import Fenced, Term
 from clearance.telemetry import inject_headers
 
@@ -156,6 +157,33 @@ async def publish(
             metrics.publish_failures.labels(reason).inc()
         span.set_status(Status(StatusCode.ERROR, f"{type(last).__name__}: {last}"))
         raise PublishError(subject, msg_id, attempt, last) from last
+
+
+async def publish_event(
+    js: JetStreamContext,
+    event: Event,
+    *,
+    tracer: Tracer | None = None,
+    parent: Context | None = None,
+    metrics: BusMetrics | None = None,
+    fence: Term | None = None,
+) -> api.PubAck:
+    """Publish one Clearance event on its own subject with its own message id and type.
+
+    The event is validated on the way out (:func:`clearance.events.encode`); the rest is
+    :func:`publish`. The dispatcher's and the tracker's events all leave through here.
+    """
+    return await publish(
+        js,
+        event.subject(),
+        encode(event),
+        msg_id=event.msg_id(),
+        tracer=tracer,
+        parent=parent,
+        metrics=metrics,
+        event_type=event.event_type,
+        fence=fence,
+    )
 
 
 async def _reprovision_for(

@@ -16,9 +16,7 @@ from clearance.events.fields import (
     Severity,
     UtcDateTime,
 )
-from clearance.events.snapshots import (
-    ObjectRef,
-)
+from clearance.events.snapshots import ObjectRef
 
 
 class _Cause(Struct, frozen=True, kw_only=True, tag_field="cause"):

@@ -16,9 +16,7 @@ from clearance.events.fields import (
     Count,
     UtcDateTime,
 )
-from clearance.events.snapshots import (
-    ObjectRef,
-)
+from clearance.events.snapshots import ObjectRef
 
 
 class _CycleEvent(_AboutAppWrapper, frozen=True, kw_only=True):

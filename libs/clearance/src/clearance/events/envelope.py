@@ -15,9 +15,7 @@ from clearance.events.fields import (
     Traceparent,
     UtcDateTime,
 )
-from clearance.events.snapshots import (
-    AppWrapperRef,
-)
+from clearance.events.snapshots import AppWrapperRef
 
 
 class _Event(Struct, frozen=True, kw_only=True, tag_field="type"):

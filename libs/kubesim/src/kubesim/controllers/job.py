@@ -42,7 +42,7 @@ from kubesim.controllers.objects import (
     parse_time,
 )
 from kubesim.controllers.reconciler import Reconciler
-from kubesim.controllers.writes import remove_finalizer, update_status
+from kubesim.controllers.writes import delete_pod, remove_finalizer, update_status
 
 __all__ = ["TRACKING_FINALIZER", "JobController", "JobPlan", "job_pod", "plan_job"]
 
@@ -399,16 +399,8 @@ class JobController(Reconciler):
         for pod in plan.remove_finalizers:
             await remove_finalizer(self.client, PODS, pod, TRACKING_FINALIZER, informer=self.pods)
         for pod in plan.delete:
-            try:
-                deleted = await self.client.delete(
-                    PODS.path_of(pod), uid=str(pod["metadata"]["uid"])
-                )
-            except ApiError as exc:
-                if exc.status in (404, 409):
-                    continue
-                raise
-            if deleted.get("kind") == "Pod":
-                self.pods.observe(deleted)
+            if not await delete_pod(self.client, pod, informer=self.pods):
+                continue
             self.recorder.record(
                 job,
                 reason="SuccessfulDelete",

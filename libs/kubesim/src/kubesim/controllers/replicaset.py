@@ -38,7 +38,7 @@ from kubesim.controllers.podtemplates import (
     removal_rank,
 )
 from kubesim.controllers.reconciler import Reconciler
-from kubesim.controllers.writes import update_status
+from kubesim.controllers.writes import delete_pod, update_status
 
 __all__ = ["REPLICASETS", "ReplicaSetController", "ReplicaSetPlan", "plan_replicaset", "rs_pod"]
 
@@ -170,16 +170,8 @@ class ReplicaSetController(Reconciler):
         plan = plan_replicaset(rs, pods, now=now)
         subject = {"kind": "ReplicaSet", "apiVersion": "apps/v1", **rs}
         for pod in plan.delete:
-            try:
-                deleted = await self.client.delete(
-                    PODS.path_of(pod), uid=str(pod["metadata"]["uid"])
-                )
-            except ApiError as exc:
-                if exc.status in (404, 409):
-                    continue
-                raise
-            if deleted.get("kind") == "Pod":
-                self.pods.observe(deleted)
+            if not await delete_pod(self.client, pod, informer=self.pods):
+                continue
             self.recorder.record(
                 subject,
                 reason="SuccessfulDelete",

@@ -49,7 +49,7 @@ from kubesim.controllers.podtemplates import (
 )
 from kubesim.controllers.reconciler import Reconciler
 from kubesim.controllers.replicaset import controller_uid
-from kubesim.controllers.writes import update_status
+from kubesim.controllers.writes import delete_pod, update_status
 
 __all__ = [
     "POD_INDEX_LABEL",
@@ -322,16 +322,8 @@ class StatefulSetController(Reconciler):
         set_name = sts["metadata"]["name"]
         subject = {"kind": "StatefulSet", "apiVersion": "apps/v1", **sts}
         for pod in plan.delete:
-            try:
-                deleted = await self.client.delete(
-                    PODS.path_of(pod), uid=str(pod["metadata"]["uid"])
-                )
-            except ApiError as exc:
-                if exc.status in (404, 409):
-                    continue
-                raise
-            if deleted.get("kind") == "Pod":
-                self.pods.observe(deleted)
+            if not await delete_pod(self.client, pod, informer=self.pods):
+                continue
             self.recorder.record(
                 subject,
                 reason="SuccessfulDelete",

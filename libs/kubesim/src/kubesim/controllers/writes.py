@@ -12,7 +12,7 @@ import copy
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from kubesim.client import ApiError, Informer, KubeClient, Resource
+from kubesim.client import PODS, ApiError, Informer, KubeClient, Resource
 from kubesim.controllers.objects import Obj
 
 __all__ = ["remove_finalizer", "remove_owner_references", "update_object", "update_status"]
@@ -172,3 +172,20 @@ async def _edit_metadata_list(
             informer.observe(result)
         return result
     return None
+
+
+async def delete_pod(client: KubeClient, pod: Obj, *, informer: Informer) -> bool:
+    """Delete ``pod`` pinned by its UID and show the result to ``informer`` at once.
+
+    False when there was nothing to delete: the pod is gone (404) or is another incarnation
+    by now (409, the UID precondition failed); the next pass decides again.
+    """
+    try:
+        deleted = await client.delete(PODS.path_of(pod), uid=str(pod["metadata"]["uid"]))
+    except ApiError as exc:
+        if exc.status in (404, 409):
+            return False
+        raise
+    if deleted.get("kind") == "Pod":
+        informer.observe(deleted)
+    return True

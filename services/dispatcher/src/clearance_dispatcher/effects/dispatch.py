@@ -1,7 +1,9 @@
 """Dispatch of one attempt: the safety belt, the decision, the items, the announcement.
 
-Order (each step repeatable after a crash): a quorum LIST must find no pod of another attempt
-or of an earlier AppWrapper of the name (else ``Backoff/OldObjectsPresent``); from the queue,
+Order (each step repeatable after a crash): quorum reads must find no leftover — no object under
+a name the attempt will create and no labelled object of another attempt or of an earlier
+AppWrapper of the name (:mod:`clearance_dispatcher.leftovers`; else ``Blocked`` naming each with
+its diagnosis, and an earlier incarnation's leftovers go to the tracker); from the queue,
 ``begin_dispatch`` writes ``attempt`` first; the items are created inside span ``dispatch`` (or
 ``redispatch``, a child of the open cycle root); ``dispatched`` (+ ``redispatched``) are
 published; ``finish_dispatch`` ends the cycle's root. A blocked item or a transient error backs
@@ -13,9 +15,15 @@ from __future__ import annotations
 import contextlib
 import logging
 
-from clearance import bus, labels
-from clearance.events import AlertDispatchFailed, CycleDispatched, CycleFailed, CycleRedispatched
-from clearance.kube import PODS
+from clearance import bus, testfaults
+from clearance.events import (
+    AlertDispatchFailed,
+    AppWrapperRef,
+    CycleDispatched,
+    CycleFailed,
+    CycleRedispatched,
+    CycleTeardownStarted,
+)
 from clearance_dispatcher import transitions
 from clearance_dispatcher.appwrapper import AppWrapperSpec
 from clearance_dispatcher.cycles import CycleRoots, attributes
@@ -27,8 +35,8 @@ from clearance_dispatcher.dispatching import (
     create_items,
 )
 from clearance_dispatcher.effects.teardown import Teardown
-from clearance_dispatcher.intake import POD_DECODER, pod_selector
-from clearance_dispatcher.policy import default_wait, pause_seconds
+from clearance_dispatcher.leftovers import Leftover, find_leftovers, incarnations, summary
+from clearance_dispatcher.policy import default_wait, pause_seconds, teardown_policy
 from clearance_dispatcher.requeueing import current_wait
 from clearance_dispatcher.runtime import Runtime
 from clearance_dispatcher.state import Entry, Key
@@ -43,24 +51,18 @@ class Dispatch:
         self.roots = roots
         self.teardown = teardown
 
+    async def leftovers(self, spec: AppWrapperSpec, attempt: int) -> list[Leftover]:
+        """Quorum reads: every object that must go before ``attempt`` is created (any kind, any
+        earlier attempt or incarnation; :mod:`clearance_dispatcher.leftovers`)."""
+        rt = self.rt
+        found = await find_leftovers(rt.kube, rt.discovery, spec, attempt=attempt)
+        if testfaults.active("incarnation-blind"):
+            return [x for x in found if x.ref.kind == "Pod"]
+        return found
+
     async def older_pods(self, spec: AppWrapperSpec, attempt: int) -> list[str]:
-        """Quorum LIST: pods of this AppWrapper's name created for another attempt, or for an
-        earlier AppWrapper of the same name (created before this one)."""
-        result = await self.rt.kube.list(
-            PODS, namespace=spec.namespace, label_selector=pod_selector(spec)
-        )
-        old = []
-        for raw in result.items:
-            pod = POD_DECODER.decode(raw)
-            found = labels.attempt_of(pod.metadata.labels)
-            if found is None:
-                continue  # not created through Clearance
-            born = pod.metadata.creation_timestamp
-            if found != attempt:
-                old.append(f"{pod.metadata.name} (attempt {found})")
-            elif spec.creation is not None and born is not None and born < spec.creation:
-                old.append(f"{pod.metadata.name} (an earlier AppWrapper of this name)")
-        return old
+        """The leftovers, described (the ``cleared`` handler's safety belt)."""
+        return [x.describe() for x in await self.leftovers(spec, attempt)]
 
     async def run(self, key: Key, entry: Entry, spec: AppWrapperSpec, *, attempt: int) -> None:
         """Dispatch ``attempt`` (from the queue, or resumed while Dispatching)."""
@@ -68,12 +70,11 @@ class Dispatch:
         now = rt.now()
         checked, entry.local.belt_checked = entry.local.belt_checked, None
         fresh = checked == attempt and entry.observed.clearance.phase == "Dispatching"
-        # The cleared handler ran this LIST right before writing Dispatching: not twice.
-        older = [] if fresh else await self.older_pods(spec, attempt)
-        if older:
+        # The cleared handler ran this check right before writing Dispatching: not twice.
+        left = [] if fresh else await self.leftovers(spec, attempt)
+        if left:
             entry.local.admitted = False
-            message = "objects of an earlier attempt still exist: " + ", ".join(older[:5])
-            await self._backoff(key, "OldObjectsPresent", message)
+            await self._blocked(entry, spec, left)
             rt.queue.add_after(key, rt.next_backoff(entry))
             return
         if entry.observed.clearance.phase == "Queued":
@@ -176,6 +177,30 @@ class Dispatch:
         )
         rt.queue.add_after(key, wait + 0.05)
         rt.request_scan()
+
+    async def _blocked(self, entry: Entry, spec: AppWrapperSpec, left: list[Leftover]) -> None:
+        """Say what holds the dispatch, and hand earlier incarnations' leftovers to the tracker
+        (one ``teardown.started`` per incarnation and attempt: it alerts, escalates, confirms)."""
+        rt = self.rt
+        now = rt.now()
+        message = summary(left)[:MESSAGE_LIMIT]
+        key: Key = (spec.namespace, spec.name)
+        await rt.write(key, lambda obs: transitions.blocked(obs, message=message, now=now))
+        await rt.warn(entry, "LeftoverObjects", message, key=f"blocked:{left[0].ref.uid}")
+        for (uid, attempt), objects in incarnations(left).items():
+            if uid == spec.uid or (uid, attempt) in entry.local.announced:
+                continue
+            with contextlib.suppress(bus.PublishError):
+                await rt.publish(
+                    CycleTeardownStarted(
+                        appwrapper=AppWrapperRef(namespace=spec.namespace, name=spec.name, uid=uid),
+                        attempt=attempt,
+                        occurred_at=now,
+                        inventory=tuple(o.ref for o in objects),
+                        policy=teardown_policy(spec, rt.settings),
+                    )
+                )
+                entry.local.announced.add((uid, attempt))
 
     async def _backoff(self, key: Key, reason: str, message: str) -> None:
         now = self.rt.now()

@@ -1,0 +1,179 @@
+"""Leftovers: objects that must be gone before an attempt of an AppWrapper is created.
+
+DESIGN §5 (safety and incarnations): no object of attempt N is created while an object of an
+earlier attempt, or of an earlier AppWrapper of the same name (another *incarnation*, another
+UID: users delete and re-apply to escape a requeue loop), still exists. Before any create, every
+name the attempt will create (all kinds, not only pods) is read from the API, and every object
+of those kinds and every pod carrying the AppWrapper's label is listed (quorum reads). An
+object's incarnation is its ``clearance.dev/appwrapper-uid`` label, else its AppWrapper
+ownerReference; an object with neither that predates the AppWrapper is an earlier one's.
+
+:func:`judge` is the pure verdict on one object; :func:`find_leftovers` does the reads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+import msgspec
+
+from clearance import labels
+from clearance.discovery import Discovery, UnknownKind
+from clearance.events import ObjectRef
+from clearance.kube import PODS, Kube, KubeError, Resource
+from clearance_dispatcher.appwrapper import AppWrapperSpec, parse_time
+
+
+class _Meta(msgspec.Struct):
+    name: str = ""
+    namespace: str | None = None
+    uid: str = ""
+    labels: dict[str, str] = msgspec.field(default_factory=dict)
+    deletionTimestamp: str | None = None  # Kubernetes wire names
+    creationTimestamp: str | None = None
+    finalizers: list[str] = msgspec.field(default_factory=list)
+    ownerReferences: list[dict[str, Any]] = msgspec.field(default_factory=list)
+
+
+class _Obj(msgspec.Struct):
+    metadata: _Meta = msgspec.field(default_factory=_Meta)
+
+
+_OBJ: Final = msgspec.json.Decoder(_Obj)
+
+
+@dataclass(frozen=True, slots=True)
+class Leftover:
+    """An object that holds the dispatch, and why."""
+
+    ref: ObjectRef
+    incarnation: str | None
+    """UID of the AppWrapper incarnation it belongs to (None: unknown or not Clearance's)."""
+    attempt: int | None
+    diagnosis: str
+
+    def describe(self) -> str:
+        return f"{self.ref.kind} {self.ref.name}: {self.diagnosis}"
+
+
+def _incarnation(meta: _Meta) -> str | None:
+    stamped = labels.incarnation_of(meta.labels)
+    if stamped is not None:
+        return stamped
+    for owner in meta.ownerReferences:
+        if owner.get("kind") == "AppWrapper" and owner.get("uid"):
+            return str(owner["uid"])
+    return None
+
+
+def _state(meta: _Meta) -> str:
+    if meta.deletionTimestamp:
+        held = f", held by finalizers {', '.join(meta.finalizers)}" if meta.finalizers else ""
+        return f"being deleted since {meta.deletionTimestamp}{held}"
+    return "still present"
+
+
+def judge(
+    meta: _Meta, *, spec: AppWrapperSpec, attempt: int, by_name: bool
+) -> tuple[str | None, str] | None:
+    """``(incarnation, diagnosis)`` if ``meta`` holds ``attempt`` of ``spec`` back, else None.
+
+    ``by_name``: found under a name the attempt will create (anything there but this attempt's
+    own live object blocks); otherwise found by the AppWrapper label (only Clearance's objects
+    of another attempt or incarnation block).
+    """
+    incarnation = _incarnation(meta)
+    found = labels.attempt_of(meta.labels)
+    own = incarnation == labels.value_for(spec.uid) or incarnation == spec.uid
+    if own:
+        if found == attempt and not meta.deletionTimestamp:
+            return None
+        return incarnation, f"attempt {found} of this AppWrapper, {_state(meta)}"
+    if incarnation is not None:
+        return incarnation, (
+            f"left by an earlier AppWrapper of this name (uid {incarnation}), {_state(meta)}"
+        )
+    if found is not None:
+        born = parse_time(meta.creationTimestamp)
+        earlier = spec.creation is not None and born is not None and born < spec.creation
+        if earlier:
+            return None, f"left by an earlier AppWrapper of this name, {_state(meta)}"
+        if found != attempt:
+            return None, f"attempt {found}, {_state(meta)}"
+        if not by_name:
+            return None
+    if not by_name:
+        return None
+    return None, f"not created by Clearance for this AppWrapper, {_state(meta)}"
+
+
+def _leftover(resource: Resource, meta: _Meta, verdict: tuple[str | None, str]) -> Leftover:
+    return Leftover(
+        ref=ObjectRef(
+            kind=resource.kind,
+            api_version=resource.api_version,
+            namespace=meta.namespace,
+            name=meta.name,
+            uid=meta.uid,
+        ),
+        incarnation=verdict[0],
+        attempt=labels.attempt_of(meta.labels),
+        diagnosis=verdict[1],
+    )
+
+
+async def find_leftovers(
+    kube: Kube, discovery: Discovery, spec: AppWrapperSpec, *, attempt: int
+) -> list[Leftover]:
+    """Every object that must go before ``attempt`` of ``spec`` may be created (quorum reads).
+
+    Kinds the API does not serve are skipped (the creation reports them)."""
+    found: dict[str, Leftover] = {}
+    resources: dict[str, Resource] = {PODS.path(namespace=spec.namespace): PODS}
+    for item in spec.items:
+        try:
+            resource = await discovery.resolve(item.api_version, item.kind)
+        except UnknownKind:
+            continue
+        namespace = spec.namespace if resource.namespaced else None
+        if namespace is not None:
+            resources[resource.path(namespace=namespace)] = resource
+        try:
+            meta = _OBJ.decode(await kube.get(resource, item.name, namespace=namespace)).metadata
+        except KubeError as exc:
+            if exc.not_found:
+                continue
+            raise
+        verdict = judge(meta, spec=spec, attempt=attempt, by_name=True)
+        if verdict is not None:
+            found[meta.uid] = _leftover(resource, meta, verdict)
+    selector = labels.selector_for(spec.name, namespace=spec.namespace)
+    for resource in resources.values():
+        listed = await kube.list(resource, namespace=spec.namespace, label_selector=selector)
+        for raw in listed.items:
+            meta = _OBJ.decode(raw).metadata
+            if meta.uid in found:
+                continue
+            verdict = judge(meta, spec=spec, attempt=attempt, by_name=False)
+            if verdict is not None:
+                found[meta.uid] = _leftover(resource, meta, verdict)
+    return list(found.values())
+
+
+def summary(leftovers: list[Leftover], *, limit: int = 5) -> str:
+    """One line for the Blocked condition: each object and its diagnosis."""
+    shown = "; ".join(left.describe() for left in leftovers[:limit])
+    more = f"; and {len(leftovers) - limit} more" if len(leftovers) > limit else ""
+    return f"waiting for {len(leftovers)} object(s) to go: {shown}{more}"
+
+
+def incarnations(leftovers: list[Leftover]) -> Mapping[tuple[str, int], list[Leftover]]:
+    """Leftovers of earlier incarnations by (their AppWrapper UID, attempt): one teardown each."""
+    out: dict[tuple[str, int], list[Leftover]] = {}
+    for left in leftovers:
+        if left.incarnation is None:
+            continue
+        out.setdefault((left.incarnation, left.attempt or 0), []).append(left)
+    return out
