@@ -71,6 +71,14 @@ class Handlers:
         entry = self.rt.state.appwrappers.get((aw.namespace, aw.name))
         return entry if entry is not None and entry.uid == aw.uid else None
 
+    def _require_term(self) -> None:
+        """A replica whose term is over must not ack a ``cleared``: its cached AppWrappers
+        miss the new leader's writes (a `tearingDown` it never saw makes the cleared look
+        stale), and an acked message never reaches the leader — the cycle would hang."""
+        fence = self.rt.kube.fence
+        if fence is not None and not fence.valid():
+            raise Retry(1.0, "not the leader: redelivered to the replica that leads")
+
     async def handle_cleared(self, event: Event, delivery: Delivery) -> None:
         if not isinstance(event, CycleCleared):
             return
@@ -78,6 +86,7 @@ class Handlers:
         aw = event.appwrapper
         key = (aw.namespace, aw.name)
         where = {"aw": f"{aw.namespace}/{aw.name}", "attempt": event.attempt}
+        self._require_term()
         entry = self._entry(aw)
         if entry is None:
             rt.metrics.cleared.labels("unknown").inc()
@@ -108,6 +117,7 @@ class Handlers:
         except Abort:
             raise Retry(1.0, "status write did not go through") from None
         if written is None:
+            self._require_term()  # a deposed leader's cache is stale: the leader judges it
             rt.metrics.cleared.labels("stale").inc()
             log.info("stale or duplicate cleared ignored", extra=where)
             return
