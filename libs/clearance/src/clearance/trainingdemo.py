@@ -174,8 +174,12 @@ async def pytorchjob_scenario(
     evicted = await _wait_pods(
         kube, lambda p: pod_state(p.get(STUCK)) == "Terminating", timeout=60, what="the eviction"
     )
-    held = sorted(n for n, p in evicted.items() if pod_state(p) == "Terminating")
-    narrator.say(f"evicted, Terminating on the dead kubelet: {', '.join(held)}")
+    held = sorted(
+        n
+        for n, p in evicted.items()
+        if pod_state(p) == "Terminating" and p.spec.get("nodeName") == node
+    )
+    narrator.say(f"evicted from {node}, Terminating on its dead kubelet: {', '.join(held)}")
     await await_event(
         queue, narrator, _is(events.CycleTeardownStarted), timeout=60, what="the requeue"
     )
