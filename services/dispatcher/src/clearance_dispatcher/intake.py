@@ -20,6 +20,7 @@ import msgspec
 
 from clearance import labels
 from clearance.bus import Delivery, Retry
+from clearance.events import AppWrapperSpec as SnapshotSpec
 from clearance.events import (
     Event,
     KubeAppWrapperEvent,
@@ -40,6 +41,24 @@ log = logging.getLogger(__name__)
 
 POD_DECODER: Final = msgspec.json.Decoder(PodObject)
 NODE_DECODER: Final = msgspec.json.Decoder(NodeObject)
+
+
+def spec_snapshot_problem(raw: dict[str, Any]) -> Problem | None:
+    """The same judgement as the watcher's, made on the dispatcher's own read: a stored spec
+    that does not decode into the event snapshot fails the AppWrapper (``InvalidField``), so
+    the outcome does not depend on whether the watcher's flagged event or another read of
+    the object (a resync, a re-queue after a CRD change) reaches the dispatcher first."""
+    spec = raw.get("spec")
+    if spec is None:
+        return None
+    try:
+        msgspec.convert(spec, type=SnapshotSpec)
+    except msgspec.ValidationError as exc:
+        text = str(exc)
+        where = text.rsplit(" - at `$", 1)
+        field = f"spec{where[1].rstrip('`')}" if len(where) == 2 else "spec"
+        return Problem(INVALID_FIELD, f"{field}: {where[0]}")
+    return None
 
 
 def spec_problem_of(event: KubeAppWrapperEvent) -> Problem | None:
@@ -76,6 +95,8 @@ class Intake:
         old = self.rt.state.replaced(raw)
         if old is not None:  # the name now belongs to a new incarnation
             self._end(old, reason="replaced by a new appwrapper of this name")
+        if spec_problem is None:
+            spec_problem = spec_snapshot_problem(raw)
         key = self.rt.state.apply_appwrapper(raw, spec_problem=spec_problem)
         if key is not None:
             self.rt.queue.add(key)
