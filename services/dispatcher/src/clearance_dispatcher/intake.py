@@ -23,6 +23,7 @@ from clearance.bus import Delivery, Retry
 from clearance.events import AppWrapperSpec as SnapshotSpec
 from clearance.events import (
     Event,
+    EventDecodeError,
     KubeAppWrapperEvent,
     KubeItemEvent,
     KubeNodeEvent,
@@ -54,10 +55,9 @@ def spec_snapshot_problem(raw: dict[str, Any]) -> Problem | None:
     try:
         msgspec.convert(spec, type=SnapshotSpec)
     except msgspec.ValidationError as exc:
-        text = str(exc)
-        where = text.rsplit(" - at `$", 1)
-        field = f"spec{where[1].rstrip('`')}" if len(where) == 2 else "spec"
-        return Problem(INVALID_FIELD, f"{field}: {where[0]}")
+        path = EventDecodeError.from_msgspec(exc).path or "$"  # relative to the spec
+        detail = str(exc).split(" - at `", 1)[0]
+        return Problem(INVALID_FIELD, f"spec{path[1:]}: {detail}")
     return None
 
 
