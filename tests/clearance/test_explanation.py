@@ -10,13 +10,9 @@ import shlex
 from datetime import UTC, datetime, timedelta
 
 from clearance import events
-from clearance.appwrapper_status import (
-    AppWrapperStatus,
-    parse_appwrapper,
-    parse_bookkeeping,
-    parse_status,
-)
+from clearance.appwrapper_status import AppWrapperStatus, parse_appwrapper, parse_status
 from clearance.blockers import NodeUnreadable, PresentObject, diagnose, unblock_commands
+from clearance.bookkeeping import parse as parse_bookkeeping
 from clearance.explanation import Facts, explain, next_escalation
 from clearance.explanation_text import render
 

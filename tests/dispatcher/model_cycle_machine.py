@@ -38,7 +38,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 from tests.dispatcher.model_api import KEY, UID, Api, Fate, appwrapper, at
 from tests.dispatcher.model_dispatcher import Abort, Decisions, ModelDispatcher, Published
 
-from clearance_dispatcher.bookkeeping import parse, render
+from clearance.bookkeeping import parse, render
 from clearance_dispatcher.status import Observed
 
 T = TypeVar("T")

@@ -29,13 +29,13 @@ from clearance import labels
 from clearance_dispatcher import requeueing, transitions
 from clearance_dispatcher.admission import pause_remaining
 from clearance_dispatcher.appwrapper import AppWrapperSpec
-from clearance_dispatcher.bookkeeping import STATUS_STORAGE
 from clearance_dispatcher.dispatching import build_object, ours
 from clearance_dispatcher.policy import default_wait
 from clearance_dispatcher.requeueing import Counts, Fail, Keep, Requeue
 from clearance_dispatcher.settings import DispatcherSettings
 from clearance_dispatcher.state import ClusterState, newer
 from clearance_dispatcher.status import Observed, Patch, observe, render
+from clearance_dispatcher.storage import STATUS_STORAGE
 
 SETTINGS = DispatcherSettings()
 TRACEPARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"

@@ -12,12 +12,12 @@ from hypothesis import given
 from tests.dispatcher.test_clearance_status import statuses
 from tests.dispatcher.unit_support import T0
 
+from clearance.bookkeeping import BOOKKEEPING_ANNOTATION, ClearanceStatus
 from clearance_dispatcher import crdschema
 from clearance_dispatcher.appwrapper import AppWrapperSpec, InvalidAppWrapper, parse_appwrapper
-from clearance_dispatcher.bookkeeping import ClearanceStatus
 from clearance_dispatcher.status import Patch, observe
 from clearance_dispatcher.status import render as render_patch
-from clearance_dispatcher.storage import BOOKKEEPING_ANNOTATION, AnnotationStorage, Bookkeeping
+from clearance_dispatcher.storage import AnnotationStorage, Bookkeeping
 
 REPO = Path(__file__).resolve().parents[2]
 

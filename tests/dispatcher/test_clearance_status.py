@@ -9,10 +9,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from tests.dispatcher.unit_support import T0
 
-from clearance_dispatcher.bookkeeping import (
+from clearance.bookkeeping import (
     LAYOUT,
     PHASES,
-    STATUS_STORAGE,
     ClearanceStatus,
     StuckEntry,
     parse,
@@ -20,6 +19,7 @@ from clearance_dispatcher.bookkeeping import (
 )
 from clearance_dispatcher.status import Patch, observe
 from clearance_dispatcher.status import render as render_patch
+from clearance_dispatcher.storage import STATUS_STORAGE
 
 TRACEPARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 moments = st.integers(0, 10**6).map(lambda s: T0 + timedelta(microseconds=s * 1000))

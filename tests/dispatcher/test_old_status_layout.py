@@ -8,9 +8,10 @@ from typing import Any
 
 from tests.support.dispatcher_env import AW, Env, job_appwrapper
 
+from clearance.bookkeeping import LAYOUT
 from clearance.kube import JOBS
+from clearance.timestamps import micro_time
 from clearance_dispatcher.appwrapper import AppWrapperSpec, parse_appwrapper
-from clearance_dispatcher.bookkeeping import LAYOUT, micro_time
 from clearance_dispatcher.dispatching import build_object
 
 TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"

@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 from tests.dispatcher.unit_support import T0
 
+from clearance.bookkeeping import ClearanceStatus, parse, render
 from clearance_dispatcher import transitions as tr
-from clearance_dispatcher.bookkeeping import ClearanceStatus, parse, render
 from clearance_dispatcher.requeueing import Counts, Fail, Requeue
 from clearance_dispatcher.status import Observed, Patch, observe
 from clearance_dispatcher.status import render as render_patch

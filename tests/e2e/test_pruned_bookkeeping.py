@@ -31,7 +31,7 @@ from e2e_support import (
     requeuing,
 )
 
-from clearance_dispatcher.appwrapper import parse_time
+from clearance.timestamps import parse_time
 
 REPO = Path(__file__).resolve().parents[2]
 UPSTREAM_CRD = (REPO / "tests/data/crds/mcad-v1-appwrapper-crd.yaml").read_text()

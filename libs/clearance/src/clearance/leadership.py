@@ -29,6 +29,7 @@ import msgspec
 from clearance import testfaults
 from clearance.fencing import Term
 from clearance.kube import LEASES, Kube, KubeError
+from clearance.timestamps import micro_time
 
 log = logging.getLogger(__name__)
 
@@ -58,10 +59,6 @@ def decide(spec: LeaseSpec | None, *, identity: str, now: datetime) -> Step:
         return Step.TAKE_OVER
     expires = spec.renewTime + timedelta(seconds=spec.leaseDurationSeconds or 0)
     return Step.TAKE_OVER if now >= expires else Step.FOLLOW
-
-
-def _micro_time(moment: datetime) -> str:
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 class _Lease(msgspec.Struct):
@@ -167,10 +164,10 @@ class LeaderElector:
         spec: dict[str, Any] = {
             "holderIdentity": self.identity,
             "leaseDurationSeconds": max(1, round(self.lease_duration)),
-            "renewTime": _micro_time(now),
-            "acquireTime": _micro_time(now)
+            "renewTime": micro_time(now),
+            "acquireTime": micro_time(now)
             if step is not Step.RENEW or previous.acquireTime is None
-            else _micro_time(previous.acquireTime),
+            else micro_time(previous.acquireTime),
             "leaseTransitions": transitions + (1 if step is Step.TAKE_OVER else 0),
         }
         body: dict[str, Any] = {

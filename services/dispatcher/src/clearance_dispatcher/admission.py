@@ -14,9 +14,9 @@ from __future__ import annotations
 import time
 from datetime import datetime, timedelta
 
+from clearance.bookkeeping import ClearanceStatus
 from clearance_dispatcher import capacity, queueing
 from clearance_dispatcher.appwrapper import AppWrapperSpec
-from clearance_dispatcher.bookkeeping import ClearanceStatus
 from clearance_dispatcher.policy import pause_seconds
 from clearance_dispatcher.runtime import Runtime
 from clearance_dispatcher.settings import DispatcherSettings

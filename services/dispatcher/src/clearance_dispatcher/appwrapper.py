@@ -18,6 +18,7 @@ from typing import Any, Final, Literal
 
 from clearance import bounds
 from clearance.bounds import Range
+from clearance.timestamps import parse_time
 from clearance_dispatcher.capacity import QuantityError, Resources, add, resources_from_mapping
 from clearance_dispatcher.policy_annotations import policy_fields
 
@@ -159,16 +160,6 @@ class InvalidAppWrapper:
 def _meta(raw: Mapping[str, Any]) -> Mapping[str, Any]:
     meta = raw.get("metadata")
     return meta if isinstance(meta, Mapping) else {}
-
-
-def parse_time(value: object) -> datetime | None:
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return moment if moment.tzinfo is not None else None
 
 
 class _Collector:

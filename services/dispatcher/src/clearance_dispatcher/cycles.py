@@ -22,10 +22,10 @@ from opentelemetry.context import Context
 from opentelemetry.trace import Span, Tracer
 
 from clearance import attributes as attr
+from clearance.bookkeeping import ClearanceStatus
 from clearance.events import AppWrapperRef
 from clearance.telemetry import context_from_traceparent, traceparent_of
 from clearance_dispatcher import spans
-from clearance_dispatcher.bookkeeping import ClearanceStatus
 from clearance_dispatcher.state import Local
 
 log = logging.getLogger(__name__)

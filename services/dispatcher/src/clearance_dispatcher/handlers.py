@@ -19,13 +19,13 @@ from __future__ import annotations
 import logging
 
 from clearance.attempts import next_attempt
+from clearance.bookkeeping import ClearanceStatus, StuckEntry
 from clearance.bus import Delivery, Retry
 from clearance.events import AlertDeletionStuck, AppWrapperRef, CycleCleared, Event
 from clearance.kube import KubeError
 from clearance_dispatcher import transitions
 from clearance_dispatcher.admission import Admission
 from clearance_dispatcher.appwrapper import AppWrapperSpec
-from clearance_dispatcher.bookkeeping import ClearanceStatus, StuckEntry
 from clearance_dispatcher.cycles import CycleRoots
 from clearance_dispatcher.effects.dispatch import Dispatch
 from clearance_dispatcher.policy import pause_seconds

@@ -23,7 +23,8 @@ from clearance import labels
 from clearance.discovery import Discovery, UnknownKind
 from clearance.events import ObjectRef
 from clearance.kube import PODS, Kube, KubeError, Resource
-from clearance_dispatcher.appwrapper import AppWrapperSpec, parse_time
+from clearance.timestamps import parse_time
+from clearance_dispatcher.appwrapper import AppWrapperSpec
 
 
 class _Meta(msgspec.Struct):

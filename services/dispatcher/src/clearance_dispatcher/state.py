@@ -31,11 +31,11 @@ from clearance_dispatcher.appwrapper import (
     Problem,
     parse_appwrapper,
 )
-from clearance_dispatcher.bookkeeping import STATUS_STORAGE, Storage
 from clearance_dispatcher.capacity import Resources, add, pod_requests
 from clearance_dispatcher.policy_annotations import ANNOTATION_OF_FIELD
 from clearance_dispatcher.requeueing import Counts
 from clearance_dispatcher.status import Observed, observe
+from clearance_dispatcher.storage import STATUS_STORAGE, Storage
 
 Key = tuple[str, str]
 POLICY_KEYS = frozenset(ANNOTATION_OF_FIELD.values())

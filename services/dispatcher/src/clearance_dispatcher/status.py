@@ -26,16 +26,10 @@ from typing import Any, Final
 import msgspec
 
 from clearance import testfaults
+from clearance.bookkeeping import PHASES, ClearanceStatus
 from clearance.kube import Kube, KubeError, Resource
-from clearance_dispatcher.appwrapper import parse_time
-from clearance_dispatcher.bookkeeping import (
-    PHASES,
-    STATUS_STORAGE,
-    ClearanceStatus,
-    Storage,
-    Write,
-    micro_time,
-)
+from clearance.timestamps import micro_time, parse_time
+from clearance_dispatcher.storage import STATUS_STORAGE, Storage, Write
 
 log = logging.getLogger(__name__)
 

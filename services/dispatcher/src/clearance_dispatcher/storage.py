@@ -1,5 +1,7 @@
-"""Where the bookkeeping lives when the served CRD prunes ``status.clearance``: an annotation.
+"""Where the dispatcher keeps its bookkeeping (:class:`~clearance.bookkeeping.ClearanceStatus`).
 
+:class:`Storage` is the contract; :class:`StatusStorage` keeps the bookkeeping in
+``status.clearance`` (the project's CRD preserves it), one status patch carrying everything.
 MCAD v1's upstream AppWrapper CRD declares no ``status.clearance`` and does not preserve unknown
 status fields, so the API server drops the bookkeeping of every status write. Annotations are
 never pruned, so :class:`AnnotationStorage` keeps it in ``metadata.annotations[clearance.dev/
@@ -22,20 +24,19 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any, Final, Literal
+from dataclasses import dataclass
+from typing import Any, Final, Literal, Protocol
 
 from clearance import testfaults
-from clearance_dispatcher.bookkeeping import (
+from clearance.bookkeeping import (
+    BOOKKEEPING_ANNOTATION,
     LAYOUT,
-    STATUS_STORAGE,
     ClearanceStatus,
-    Storage,
-    Write,
+    annotation_document,
     parse,
     render,
 )
 
-BOOKKEEPING_ANNOTATION: Final = "clearance.dev/bookkeeping"
 StorageKind = Literal["status", "annotations"]
 
 
@@ -43,16 +44,62 @@ def _mapping(value: object) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
 
 
-def _record(raw: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    """The annotation's document, or None when absent or unreadable."""
-    value = _mapping(_mapping(raw.get("metadata")).get("annotations")).get(BOOKKEEPING_ANNOTATION)
-    if not isinstance(value, str):
-        return None
-    try:
-        doc = json.loads(value)
-    except ValueError:
-        return None
-    return doc if isinstance(doc, Mapping) else None
+@dataclass(frozen=True, slots=True)
+class Write:
+    """One JSON merge patch: on ``/status`` (``subresource="status"``) or on the object."""
+
+    subresource: Literal["status"] | None
+    body: dict[str, Any]
+
+
+class Storage(Protocol):
+    """Where the bookkeeping of an AppWrapper is kept."""
+
+    def read(self, raw: Mapping[str, Any]) -> ClearanceStatus: ...
+
+    def status(self, raw: Mapping[str, Any]) -> Mapping[str, Any]:
+        """The MCAD-visible status as last committed (what decisions read)."""
+        ...
+
+    def writes(
+        self,
+        status_patch: dict[str, Any],
+        clearance: ClearanceStatus | None,
+        *,
+        raw: Mapping[str, Any] | None = None,
+    ) -> tuple[Write, ...]:
+        """The patches that store ``status_patch`` (the MCAD-visible status fields) and the
+        new ``clearance`` (None: unchanged) on ``raw``, the object as read. The first one is
+        the commit point: it carries the resourceVersion guard."""
+        ...
+
+
+class StatusStorage:
+    """``status.clearance`` on the status subresource: one patch carries everything."""
+
+    def read(self, raw: Mapping[str, Any]) -> ClearanceStatus:
+        status = raw.get("status")
+        cl = status.get("clearance") if isinstance(status, Mapping) else None
+        return parse(cl if isinstance(cl, Mapping) else {})
+
+    def status(self, raw: Mapping[str, Any]) -> Mapping[str, Any]:
+        status = raw.get("status")
+        return status if isinstance(status, Mapping) else {}
+
+    def writes(
+        self,
+        status_patch: dict[str, Any],
+        clearance: ClearanceStatus | None,
+        *,
+        raw: Mapping[str, Any] | None = None,
+    ) -> tuple[Write, ...]:
+        body = dict(status_patch)
+        if clearance is not None:
+            body["clearance"] = render(clearance)
+        return (Write("status", {"status": body}),) if body else ()
+
+
+STATUS_STORAGE: Final = StatusStorage()
 
 
 class AnnotationStorage:
@@ -64,14 +111,14 @@ class AnnotationStorage:
         re-sent, or every reconcile would write them again."""
 
     def read(self, raw: Mapping[str, Any]) -> ClearanceStatus:
-        doc = _record(raw)
+        doc = annotation_document(raw)
         if doc is None:
             return STATUS_STORAGE.read(raw)  # kept under a CRD that preserved it
         return parse(_mapping(doc.get("clearance")))
 
     def status(self, raw: Mapping[str, Any]) -> Mapping[str, Any]:
         status = dict(_mapping(raw.get("status")))
-        doc = _record(raw)
+        doc = annotation_document(raw)
         if doc is not None and not testfaults.active("lagging-status"):
             status.update(_mapping(doc.get("status")))
         return status
@@ -84,7 +131,7 @@ class AnnotationStorage:
         raw: Mapping[str, Any] | None = None,
     ) -> tuple[Write, ...]:
         raw = raw or {}
-        doc = _record(raw)
+        doc = annotation_document(raw)
         old_mirror = dict(_mapping(doc.get("status"))) if doc is not None else {}
         mirror = dict(old_mirror)
         for key, value in status_patch.items():
@@ -136,7 +183,7 @@ class Bookkeeping:
 
     def read(self, raw: Mapping[str, Any]) -> ClearanceStatus:
         if self.kind == "status" and not _mapping(_mapping(raw.get("status")).get("clearance")):
-            doc = _record(raw)  # kept in the annotation before a switch to status
+            doc = annotation_document(raw)  # kept in the annotation before a switch to status
             if doc is not None:
                 return parse(_mapping(doc.get("clearance")))
         return self.current.read(raw)

@@ -24,7 +24,8 @@ from datetime import datetime
 from typing import Any
 
 from clearance.attempts import next_attempt
-from clearance_dispatcher.bookkeeping import StuckEntry, micro_time
+from clearance.bookkeeping import StuckEntry
+from clearance.timestamps import micro_time
 from clearance_dispatcher.requeueing import Counts, Fail, Requeue, enough
 from clearance_dispatcher.status import ConditionChange, Observed, Patch
 

@@ -1,7 +1,9 @@
-"""The dispatcher's bookkeeping of one AppWrapper (:class:`ClearanceStatus`) and where it is kept.
+"""The dispatcher's bookkeeping of one AppWrapper, typed (:class:`ClearanceStatus`), and its layout.
 
-This module is the only code that reads or writes ``status.clearance``. Every field has one
-meaning in every phase (docs/DESIGN.md §2 lists them):
+This module is the only code that parses or renders ``status.clearance``; the dispatcher writes
+it (``clearance_dispatcher.storage`` decides where it is kept) and ``clearance explain`` reads it
+through the same :func:`parse`. Every field has one meaning in every phase (docs/DESIGN.md §2
+lists them):
 
 * ``attempt`` — the latest attempt whose dispatch was decided (0: never dispatched). Objects of
   it carry ``clearance.dev/attempt=<attempt>``. It changes only when a dispatch begins.
@@ -15,24 +17,22 @@ meaning in every phase (docs/DESIGN.md §2 lists them):
 The attempt a dispatch creates (:attr:`ClearanceStatus.attempt_to_dispatch`) is derived here and
 nowhere else, so no ``attempt ± 1`` exists outside this module. A status written before
 ``version`` 2 (by an older dispatcher) is read once through :func:`_from_legacy`; the next write
-stores the whole new layout.
-
-*Where* the bookkeeping lives is :class:`Storage`'s business: :class:`StatusStorage` keeps it in
-``status.clearance`` (the project's CRD preserves it); a CRD that prunes unknown status fields
-(MCAD's upstream one) gets :class:`~clearance_dispatcher.storage.AnnotationStorage` instead. The
-transitions only ever see :class:`ClearanceStatus` values.
+stores the whole new layout. Under a CRD that prunes unknown status fields the bookkeeping is
+kept in the annotation :data:`BOOKKEEPING_ANNOTATION` (:func:`annotation_document` reads it).
+The builders are pure: they return a new value and write nothing.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
-from typing import Any, Final, Literal, Protocol
+from datetime import datetime
+from typing import Any, Final, Literal
 
 from clearance.attempts import next_attempt
-from clearance_dispatcher.appwrapper import parse_time
+from clearance.timestamps import micro_time, parse_time
 
 Phase = Literal[
     "Queued", "Dispatching", "Dispatched", "TearingDown", "Completed", "Failed", "Invalid"
@@ -48,10 +48,10 @@ PHASES: Final[tuple[Phase, ...]] = (
 )
 LAYOUT: Final = 2
 """``status.clearance.version`` written by this code; absent = the layout before it."""
-
-
-def micro_time(moment: datetime) -> str:
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+BOOKKEEPING_ANNOTATION: Final = "clearance.dev/bookkeeping"
+"""Where the bookkeeping is kept when the served CRD prunes ``status.clearance``: one JSON
+document ``{"version": 2, "clearance": {...}, "status": {...}}`` with the bookkeeping and the
+MCAD-visible status fields the dispatcher last decided (which win over a lagging ``/status``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +119,17 @@ class ClearanceStatus:
     def cycle_open(self) -> bool:
         """A requeue-cycle root span is open (in this or a dead process)."""
         return self.cycle_traceparent is not None and self.cycle_started_at is not None
+
+    @property
+    def cycle_of(self) -> int | None:
+        """The attempt torn down in the current (or last) requeue cycle, if any."""
+        return self.cycle_attempt if self.cycle_attempt is not None else self.tearing_down
+
+    @property
+    def trace_id(self) -> str | None:
+        """The trace id of the cycle's root span (from its W3C traceparent)."""
+        parts = (self.cycle_traceparent or "").split("-")
+        return parts[1] if len(parts) == 4 and len(parts[1]) == 32 else None
 
     def awaits_cleared_of(self, attempt: int) -> bool:
         """Is ``cleared`` of ``attempt`` the one this AppWrapper waits for?"""
@@ -313,62 +324,18 @@ def render(status: ClearanceStatus) -> dict[str, Any]:
     }
 
 
-# ------------------------------------------------------------------------------- storage
+def _mapping(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
 
 
-@dataclass(frozen=True, slots=True)
-class Write:
-    """One JSON merge patch: on ``/status`` (``subresource="status"``) or on the object."""
-
-    subresource: Literal["status"] | None
-    body: dict[str, Any]
-
-
-class Storage(Protocol):
-    """Where the bookkeeping of an AppWrapper is kept."""
-
-    def read(self, raw: Mapping[str, Any]) -> ClearanceStatus: ...
-
-    def status(self, raw: Mapping[str, Any]) -> Mapping[str, Any]:
-        """The MCAD-visible status as last committed (what decisions read)."""
-        ...
-
-    def writes(
-        self,
-        status_patch: dict[str, Any],
-        clearance: ClearanceStatus | None,
-        *,
-        raw: Mapping[str, Any] | None = None,
-    ) -> tuple[Write, ...]:
-        """The patches that store ``status_patch`` (the MCAD-visible status fields) and the
-        new ``clearance`` (None: unchanged) on ``raw``, the object as read. The first one is
-        the commit point: it carries the resourceVersion guard."""
-        ...
-
-
-class StatusStorage:
-    """``status.clearance`` on the status subresource: one patch carries everything."""
-
-    def read(self, raw: Mapping[str, Any]) -> ClearanceStatus:
-        status = raw.get("status")
-        cl = status.get("clearance") if isinstance(status, Mapping) else None
-        return parse(cl if isinstance(cl, Mapping) else {})
-
-    def status(self, raw: Mapping[str, Any]) -> Mapping[str, Any]:
-        status = raw.get("status")
-        return status if isinstance(status, Mapping) else {}
-
-    def writes(
-        self,
-        status_patch: dict[str, Any],
-        clearance: ClearanceStatus | None,
-        *,
-        raw: Mapping[str, Any] | None = None,
-    ) -> tuple[Write, ...]:
-        body = dict(status_patch)
-        if clearance is not None:
-            body["clearance"] = render(clearance)
-        return (Write("status", {"status": body}),) if body else ()
-
-
-STATUS_STORAGE: Final = StatusStorage()
+def annotation_document(raw: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The :data:`BOOKKEEPING_ANNOTATION` document of an AppWrapper object, or None when it is
+    absent or not a readable JSON object."""
+    value = _mapping(_mapping(raw.get("metadata")).get("annotations")).get(BOOKKEEPING_ANNOTATION)
+    if not isinstance(value, str):
+        return None
+    try:
+        doc = json.loads(value)
+    except ValueError:
+        return None
+    return doc if isinstance(doc, Mapping) else None
