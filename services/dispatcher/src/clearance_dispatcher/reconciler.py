@@ -4,7 +4,7 @@ One worker at a time per AppWrapper (:class:`~clearance_dispatcher.workqueue.Wor
 switch in :meth:`Reconciler.reconcile` reads the bookkeeping and hands over to exactly one step,
 each of which ends in an explicit transition (or none, when nothing is due):
 
-    no phase      → enqueue (or refuse an invalid spec)
+    no phase      → enqueue (or refuse an invalid spec or an unserved kind)
     Queued        → wait out the pause, say why it waits, or dispatch the admitted attempt
     Dispatching   → resume creating the items of ``attempt``
     Dispatched    → monitor (counts, completion, requeue decision)
@@ -12,7 +12,9 @@ each of which ends in an explicit transition (or none, when nothing is due):
     Invalid       → look again once ``metadata.generation`` changes
     anything else → nothing (waiting for ``cleared``, or terminal)
 
-A failed reconcile is retried with exponential backoff; :meth:`Reconciler.run_scanner` runs the
+First looks (no phase, Invalid, or Queued with an invalid spec: :mod:`~clearance_dispatcher.
+triage`) are also served by the intake workers, so they never wait behind dispatches. A failed
+reconcile is retried with exponential backoff; :meth:`Reconciler.run_scanner` runs the
 queue scan (admission) whenever intake or a step asks for one, at least every
 ``queue_scan_interval``.
 """
@@ -25,7 +27,7 @@ import logging
 
 from clearance import bus
 from clearance.kube import KubeError
-from clearance_dispatcher import transitions
+from clearance_dispatcher import transitions, triage
 from clearance_dispatcher.admission import Admission, pause_remaining
 from clearance_dispatcher.appwrapper import AppWrapperSpec, InvalidAppWrapper
 from clearance_dispatcher.effects.dispatch import Dispatch
@@ -83,14 +85,20 @@ class Reconciler:
     # -- loops -----------------------------------------------------------------------------
 
     async def run_workers(self) -> None:
-        await asyncio.gather(*(self._worker() for _ in range(self.rt.settings.workers)))
+        """``workers`` general workers (first looks first) and ``intake_workers`` that take
+        first looks only (:mod:`clearance_dispatcher.triage`)."""
+        settings = self.rt.settings
+        await asyncio.gather(
+            *(self._worker(first_looks=False) for _ in range(settings.workers)),
+            *(self._worker(first_looks=True) for _ in range(settings.intake_workers)),
+        )
 
-    async def _worker(self) -> None:
+    async def _worker(self, *, first_looks: bool) -> None:
         rt = self.rt
         while True:
-            key = await rt.queue.get()
+            key = await rt.queue.get(urgent_only=first_looks)
             try:
-                await self.reconcile(key)
+                await self.reconcile(key, first_look_only=first_looks)
             except Abort:
                 pass
             except asyncio.CancelledError:
@@ -126,9 +134,14 @@ class Reconciler:
 
     # -- the switch ------------------------------------------------------------------------
 
-    async def reconcile(self, key: Key) -> None:
+    async def reconcile(self, key: Key, *, first_look_only: bool = False) -> None:
+        """One step of ``key``; ``first_look_only``: an intake worker's, which hands any
+        other step back to the general workers."""
         entry = self.rt.state.appwrappers.get(key)
         if entry is None:
+            return
+        if first_look_only and not triage.first_look(entry):
+            self.rt.queue.add(key)  # processed once more, by a general worker
             return
         if entry.raw.get("metadata", {}).get("deletionTimestamp"):
             return  # being deleted (finalizers of others); GC and the DELETED event follow
@@ -142,6 +155,8 @@ class Reconciler:
                 if entry.generation != cl.invalid_generation or _annotation_fixed(entry):
                     await self._enqueue(key, reason="SpecFixed")
             case None:
+                if spec is not None and not await self.validation.kinds_served(key, entry, spec):
+                    return  # refused at once: an unserved kind never waits in the queue
                 _note_quota(key, entry)
                 await self._enqueue(key, reason="AwaitingHeadOfLine")
                 self.rt.queue.add(key)

@@ -27,6 +27,7 @@ from clearance.discovery import Discovery
 from clearance.events import AppWrapperRef, Event
 from clearance.kube import Kube, Resource
 from clearance.recording import record_event
+from clearance_dispatcher import triage
 from clearance_dispatcher.metrics import DispatcherMetrics
 from clearance_dispatcher.settings import DispatcherSettings
 from clearance_dispatcher.state import ClusterState, Entry, Key
@@ -85,7 +86,7 @@ class Runtime:
         self.aw_resource = Resource(group, version, "appwrappers", "AppWrapper")
         self.aw_api_version = f"{group}/{version}"
         self.state = ClusterState(storage=self.storage)
-        self.queue: WorkQueue[Key] = WorkQueue()
+        self.queue: WorkQueue[Key] = WorkQueue(urgent=self._first_look)
         self.discovery = Discovery(kube, ttl=settings.discovery_ttl)
         self.synced = asyncio.Event()
         self.scan_wake = asyncio.Event()
@@ -93,6 +94,11 @@ class Runtime:
         """Set by intake: what to do when a write finds the AppWrapper gone."""
         self._tasks: set[asyncio.Task[Any]] = set()
         self._pruned_logged: set[str] = set()
+
+    def _first_look(self, key: Key) -> bool:
+        """The work queue's lane rule: first looks go to the urgent lane (triage)."""
+        entry = self.state.appwrappers.get(key)
+        return entry is not None and triage.first_look(entry)
 
     def now(self) -> datetime:
         return self.clock()

@@ -13,7 +13,7 @@ import socket
 from dataclasses import field
 from typing import Literal
 
-from clearance.bounds import durations
+from clearance.bounds import counts, durations
 from clearance.settings import CommonSettings, Seconds, SettingsError, doc
 
 
@@ -156,6 +156,16 @@ class DispatcherSettings(CommonSettings):
             "AppWrappers reconciled concurrently (one AppWrapper is never reconciled twice "
             "at once).",
             check=_at_least_one,
+        ),
+    )
+    intake_workers: int = field(
+        default=2,
+        metadata=doc(
+            "Workers beside ``workers`` that take only first looks: refusing an invalid spec "
+            "(a Failed condition naming the field) and queueing a new AppWrapper. Each costs "
+            "one status write and at most one Event, so a refusal never waits behind the "
+            "dispatch of a large AppWrapper (default 2, range 1..64).",
+            bounds=counts(1, 64),
         ),
     )
     discovery_ttl: Seconds = field(
