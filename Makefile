@@ -12,9 +12,12 @@ install:
 	@$(UV) sync --all-packages --frozen --compile-bytecode --quiet
 	@.ci/install-prometheus
 
-## test: the whole pytest suite against a real nats-server and kubesim
+## test: the whole pytest suite against a real nats-server and kubesim, on TEST_WORKERS pytest-xdist
+## workers (the suite waits on timers and subprocesses far more than it computes: one worker
+## keeps 2 cores ~30 % busy); the HA seed scenarios (marker ha_e2e, 30-60 s each) run in `make ha`
+TEST_WORKERS ?= 2
 test: install
-	@$(UV) run --frozen --no-sync pytest $(PYTEST_ARGS)
+	@$(UV) run --frozen --no-sync pytest -n $(TEST_WORKERS) --dist worksteal -m "not ha_e2e" $(PYTEST_ARGS)
 
 ## lint: ruff and mypy --strict on libs and services
 lint: install
@@ -41,7 +44,7 @@ chaos: install
 
 ## ha: every HA test once: cluster fixture, node loss, the seed scenario on a 3-node NATS cluster
 ha: install
-	@CLEARANCE_HA_E2E=1 $(UV) run --frozen --no-sync pytest -q tests/ha $(PYTEST_ARGS)
+	@$(UV) run --frozen --no-sync pytest -q tests/ha $(PYTEST_ARGS)
 
 ## ha-soak: each node-loss test HA_RUNS times in a row (default 10), pass count and durations
 HA_RUNS ?= 10
@@ -51,7 +54,7 @@ ha-soak: install
 	  passed=0; \
 	  for run in $$(seq 1 $(HA_RUNS)); do \
 	    start=$$(date +%s); \
-	    if CLEARANCE_HA_E2E=1 $(UV) run --frozen --no-sync pytest -q \
+	    if $(UV) run --frozen --no-sync pytest -q \
 	         tests/ha/test_seed_on_cluster.py -k "$$test" >/tmp/ha-soak-$$test-$$run.log 2>&1; \
 	    then passed=$$((passed + 1)); verdict=pass; else verdict="FAIL (/tmp/ha-soak-$$test-$$run.log)"; fi; \
 	    echo "$$test run $$run: $$verdict in $$(( $$(date +%s) - start )) s"; \

@@ -9,7 +9,6 @@ SIGCONT; a node started again on its own store rejoins and reports healthy (caug
 from __future__ import annotations
 
 import asyncio
-import os
 from pathlib import Path
 
 import pytest
@@ -19,11 +18,7 @@ from clearance import bus
 from clearance.natscluster import ClusterError, NatsCluster
 from clearance.settings import CommonSettings
 
-HA_ONLY = pytest.mark.skipif(
-    os.environ.get("CLEARANCE_HA_E2E") != "1",
-    reason="cluster tests with elections (about 30 s together): `make ha` runs them",
-)
-pytestmark = [HA_ONLY, pytest.mark.timeout(90)]
+pytestmark = [pytest.mark.timeout(90)]
 
 STREAM = "HA_FIXTURE"
 

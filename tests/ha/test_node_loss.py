@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import time
 from collections.abc import AsyncIterator
 
@@ -29,11 +28,7 @@ from clearance import bus
 from clearance.natscluster import NatsCluster
 from clearance.settings import CommonSettings
 
-HA_ONLY = pytest.mark.skipif(
-    os.environ.get("CLEARANCE_HA_E2E") != "1",
-    reason="cluster tests with elections (about 30 s together): `make ha` runs them",
-)
-pytestmark = [HA_ONLY, pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.timeout(120)]
 
 STREAM = bus.StreamSpec("HA_LOSS", ("ha.loss.>",), max_age=600.0, replicas=3)
 LOSS_DEADLINE = 60.0

@@ -11,8 +11,8 @@ no object of attempt 2 while one of attempt 1 existed, and every stream still R3
 leader. A whole node restarted on its store rejoins, catches up, and the next cycle is normal.
 The replica check itself is shown catching the ``r1-streams`` fault (the old behaviour).
 
-Each run takes 30 to 60 s, so these run in ``make ha`` (once) and ``make ha-soak`` (ten times),
-not in ``make test``: ``CLEARANCE_HA_E2E=1`` enables them.
+Each run takes 30 to 60 s, so these carry the ``ha_e2e`` marker: ``make test`` deselects them
+(``-m "not ha_e2e"``), ``make ha`` runs them once and ``make ha-soak`` ten times in a row.
 """
 
 from __future__ import annotations
@@ -50,10 +50,7 @@ from clearance.stack import LocalStack
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.timeout(300),
-    pytest.mark.skipif(
-        os.environ.get("CLEARANCE_HA_E2E") != "1",
-        reason="HA end-to-end runs take 30-60 s each: `make ha` / `make ha-soak` run them",
-    ),
+    pytest.mark.ha_e2e,
 ]
 
 Launch = Callable[..., Awaitable[Scenario]]
