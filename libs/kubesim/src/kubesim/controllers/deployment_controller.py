@@ -14,19 +14,21 @@ from kubesim.client import ApiError, Informer, KubeClient
 from kubesim.controllers.deployment import DEPLOYMENTS, DESIRED, plan_deployment
 from kubesim.controllers.events import EventRecorder
 from kubesim.controllers.objects import Obj, controller_ref
-from kubesim.controllers.reconciler import Reconciler
-from kubesim.controllers.replicaset import REPLICASETS, controller_uid
-from kubesim.controllers.writes import update_object, update_status
+from kubesim.controllers.owner import CONTROLLER_UID_INDEX, OwnerController
+from kubesim.controllers.replicaset import REPLICASETS
+from kubesim.controllers.writes import replace_status, update_object, update_status
 
 __all__ = ["DeploymentController"]
 
 COMPONENT = "deployment-controller"
 
 
-class DeploymentController(Reconciler):
+class DeploymentController(OwnerController):
     """Syncs every Deployment on each change of a Deployment or of a ReplicaSet it owns."""
 
     name = COMPONENT
+    kind = "Deployment"
+    api_version = "apps/v1"
 
     def __init__(
         self,
@@ -37,39 +39,17 @@ class DeploymentController(Reconciler):
         recorder: EventRecorder,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        super().__init__(period=None, clock=clock)
-        self.client = client
+        super().__init__(
+            client, owners=deployments, owned=[replicasets], recorder=recorder, clock=clock
+        )
         self.deployments = deployments
         self.replicasets = replicasets
-        self.recorder = recorder
-        replicasets.add_indexer("controller-uid", controller_uid)
-        deployments.add_handler(self.trigger)
-        replicasets.add_handler(self._on_replicaset)
 
-    def _on_replicaset(self, kind: str, rs: Obj) -> None:
-        ref = controller_ref(rs)
-        if ref is not None and ref.get("kind") == "Deployment":
-            self.trigger()
-
-    async def reconcile(self) -> float | None:
-        if not (self.deployments.synced.is_set() and self.replicasets.synced.is_set()):
-            return None
-        now = self.clock()
-        for deploy in self.deployments.items():
-            try:
-                await self._sync(deploy, now)
-            except ApiError as exc:
-                if exc.conflict:
-                    self.trigger()
-                    continue
-                raise
-        return None
-
-    async def _sync(self, deploy: Obj, now: float) -> None:
+    async def _sync(self, owners: Informer, deploy: Obj, now: float) -> None:
         uid = str(deploy["metadata"].get("uid"))
-        owned = self.replicasets.by_index("controller-uid", uid)
+        owned = self.replicasets.by_index(CONTROLLER_UID_INDEX, uid)
         plan = plan_deployment(deploy, owned, now=now)
-        subject = {"kind": "Deployment", "apiVersion": "apps/v1", **deploy}
+        subject = self.subject(deploy)
         namespace = deploy["metadata"].get("namespace")
         if plan.create is not None:
             try:
@@ -103,18 +83,10 @@ class DeploymentController(Reconciler):
                 if exc.status not in (404, 409):
                     raise
         for message in plan.events:
-            self.recorder.record(
-                subject, reason="ScalingReplicaSet", message=message, component=COMPONENT
-            )
+            self.record(subject, "ScalingReplicaSet", message)
         if plan.status_changed:
-            new_status = plan.status
-
-            def set_status(current: Obj) -> bool:
-                current["status"] = new_status
-                return True
-
-            await update_status(
-                self.client, DEPLOYMENTS, deploy, set_status, informer=self.deployments, attempts=1
+            await replace_status(
+                self.client, DEPLOYMENTS, deploy, plan.status, informer=self.deployments
             )
 
     async def _on_name_collision(self, deploy: Obj, wanted: Obj) -> None:

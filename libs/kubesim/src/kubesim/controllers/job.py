@@ -41,14 +41,15 @@ from kubesim.controllers.objects import (
     is_terminal,
     parse_time,
 )
-from kubesim.controllers.reconciler import Reconciler
-from kubesim.controllers.writes import delete_pod, remove_finalizer, update_status
+from kubesim.controllers.owner import OwnerController
+from kubesim.controllers.writes import remove_finalizer, replace_status
 
 __all__ = ["TRACKING_FINALIZER", "JobController", "JobPlan", "job_pod", "plan_job"]
 
 log = logging.getLogger(__name__)
 TRACKING_FINALIZER = "batch.kubernetes.io/job-tracking"
 COMPONENT = "job-controller"
+JOB_UID_INDEX = "job-uid"
 
 
 @dataclass(slots=True)
@@ -330,10 +331,12 @@ def job_uid_of_pod(pod: Obj) -> list[str]:
     return []
 
 
-class JobController(Reconciler):
+class JobController(OwnerController):
     """Syncs every Job on each change of a Job or of a pod it controls."""
 
-    name = "job-controller"
+    name = COMPONENT
+    kind = "Job"
+    api_version = "batch/v1"
 
     def __init__(
         self,
@@ -344,84 +347,48 @@ class JobController(Reconciler):
         recorder: EventRecorder,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        super().__init__(period=None, clock=clock)
-        self.client = client
+        super().__init__(
+            client,
+            owners=jobs,
+            owned=[pods],
+            recorder=recorder,
+            clock=clock,
+            index=(JOB_UID_INDEX, job_uid_of_pod),
+        )
         self.jobs = jobs
         self.pods = pods
-        self.recorder = recorder
-        pods.add_indexer("job-uid", job_uid_of_pod)
-        jobs.add_handler(self.trigger)
-        pods.add_handler(self._on_pod)
         self._missing_jobs: set[str] = set()
 
-    def _on_pod(self, kind: str, pod: Obj) -> None:
+    def _on_owned(self, kind: str, pod: Obj) -> None:
         finalizers = (pod.get("metadata") or {}).get("finalizers") or []
-        if job_uid_of_pod(pod) or TRACKING_FINALIZER in finalizers:
-            self.trigger()
+        if TRACKING_FINALIZER in finalizers:
+            self.trigger()  # an orphan to release, whoever its owner is
+        else:
+            super()._on_owned(kind, pod)
 
-    async def reconcile(self) -> float | None:
-        if not (self.jobs.synced.is_set() and self.pods.synced.is_set()):
-            return None
-        now = self.clock()
-        next_at: float | None = None
-        job_uids: set[str] = set()
-        for job in self.jobs.items():
-            job_uids.add(str(job["metadata"].get("uid")))
-            try:
-                deadline = await self._sync(job, now)
-            except ApiError as exc:
-                if exc.conflict:
-                    self.trigger()  # stale cache: recompute from fresh state
-                    continue
-                raise
-            if deadline is not None:
-                next_at = deadline if next_at is None else min(next_at, deadline)
-        await self._release_orphans(job_uids)
-        return next_at
+    async def _after_pass(self, owners: list[Obj]) -> None:
+        await self._release_orphans({str(job["metadata"].get("uid")) for job in owners})
 
-    async def _sync(self, job: Obj, now: float) -> float | None:
+    async def _sync(self, owners: Informer, job: Obj, now: float) -> float | None:
         uid = str(job["metadata"].get("uid"))
-        pods = self.pods.by_index("job-uid", uid)
+        pods = self.pods.by_index(JOB_UID_INDEX, uid)
         plan = plan_job(job, pods, now=now)
         if plan.status_changed:
-            new_status = plan.status
-
-            def mutate(current: Obj) -> bool:
-                current["status"] = new_status
-                return True
-
             # One attempt only: on a conflict the whole plan is recomputed from fresh state.
-            result = await update_status(
-                self.client, JOBS, job, mutate, informer=self.jobs, attempts=1
-            )
+            result = await replace_status(self.client, JOBS, job, plan.status, informer=self.jobs)
             if result is None:
                 return None
         for pod in plan.remove_finalizers:
             await remove_finalizer(self.client, PODS, pod, TRACKING_FINALIZER, informer=self.pods)
         for pod in plan.delete:
-            if not await delete_pod(self.client, pod, informer=self.pods):
-                continue
-            self.recorder.record(
-                job,
-                reason="SuccessfulDelete",
-                message=f"Deleted pod: {pod['metadata']['name']}",
-                component=COMPONENT,
-            )
+            await self.delete_owned(job, pod, informer=self.pods)
         for _ in range(plan.create):
             created = await self.client.create(
                 PODS.path(namespace=job["metadata"].get("namespace")), job_pod(job)
             )
-            self.pods.observe(created)
-            self.recorder.record(
-                job,
-                reason="SuccessfulCreate",
-                message=f"Created pod: {created['metadata']['name']}",
-                component=COMPONENT,
-            )
+            self.observe_created(job, created, informer=self.pods)
         for event_type, reason, message in plan.events:
-            self.recorder.record(
-                job, reason=reason, message=message, component=COMPONENT, event_type=event_type
-            )
+            self.record(job, reason, message, event_type=event_type)
         deadline = (job.get("spec") or {}).get("activeDeadlineSeconds")
         start = parse_time((plan.status or {}).get("startTime"))
         if deadline is not None and start is not None and not _is_finished(job):

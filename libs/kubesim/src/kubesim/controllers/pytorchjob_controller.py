@@ -14,11 +14,11 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
 
 from kubesim.client import PODS, ApiError, Informer, KubeClient, Resource, cancel_tasks
 from kubesim.controllers.events import EventRecorder
-from kubesim.controllers.objects import Obj, controller_ref
+from kubesim.controllers.objects import Obj
+from kubesim.controllers.owner import CONTROLLER_UID_INDEX, OwnerController
 from kubesim.controllers.pytorchjob import (
     API_VERSION,
     GROUP,
@@ -27,9 +27,7 @@ from kubesim.controllers.pytorchjob import (
     job_service,
     plan_pytorchjob,
 )
-from kubesim.controllers.reconciler import Reconciler
-from kubesim.controllers.replicaset import controller_uid
-from kubesim.controllers.writes import update_status
+from kubesim.controllers.writes import replace_status
 
 __all__ = ["SERVICES", "PyTorchJobController"]
 
@@ -53,10 +51,12 @@ def crd_resource(crd: Obj) -> Resource | None:
     return Resource(GROUP, str(chosen.get("name")), str(names.get("plural")), True, KIND)
 
 
-class PyTorchJobController(Reconciler):
+class PyTorchJobController(OwnerController):
     """Idle until a PyTorchJob CRD appears; then one pass per relevant change."""
 
     name = COMPONENT
+    kind = KIND
+    api_version = API_VERSION
 
     def __init__(
         self,
@@ -68,18 +68,14 @@ class PyTorchJobController(Reconciler):
         recorder: EventRecorder,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        super().__init__(period=None, clock=clock)
-        self.client = client
+        super().__init__(
+            client, owners=None, owned=[pods, services], recorder=recorder, clock=clock
+        )
         self.pods = pods
         self.services = services
-        self.recorder = recorder
         self.jobs: Informer | None = None
         self.resource: Resource | None = None
         self._tasks: list[asyncio.Task[None]] = []
-        pods.add_indexer("controller-uid", controller_uid)
-        services.add_indexer("controller-uid", controller_uid)
-        pods.add_handler(self._on_owned)
-        services.add_handler(self._on_owned)
         crds.add_handler(self._on_crd)
 
     def _on_crd(self, kind: str, crd: Obj) -> None:
@@ -99,43 +95,27 @@ class PyTorchJobController(Reconciler):
         self.jobs.add_handler(self.trigger)
         self._tasks.append(asyncio.get_running_loop().create_task(self.jobs.run()))
 
-    def _on_owned(self, kind: str, obj: Obj) -> None:
-        ref = controller_ref(obj)
-        if ref is not None and ref.get("kind") == KIND:
-            self.trigger()
-
     async def stop(self) -> None:
         await cancel_tasks(list(self._tasks))
 
-    async def reconcile(self) -> float | None:
-        jobs, resource = self.jobs, self.resource
-        if jobs is None or resource is None or not jobs.synced.is_set():
-            return None
-        if not (self.pods.synced.is_set() and self.services.synced.is_set()):
-            return None
-        now = self.clock()
-        for job in jobs.items():
-            try:
-                await self._sync(jobs, resource, job, now)
-            except ApiError as exc:
-                if exc.conflict:
-                    self.trigger()
-                    continue
-                raise
-        return None
+    def _owners(self) -> Informer | None:
+        return self.jobs if self.resource is not None else None
 
-    async def _sync(self, jobs: Informer, resource: Resource, job: Obj, now: float) -> None:
+    async def _sync(self, owners: Informer, job: Obj, now: float) -> None:
         uid = str(job["metadata"].get("uid"))
-        pods = self.pods.by_index("controller-uid", uid)
-        services = self.services.by_index("controller-uid", uid)
+        pods = self.pods.by_index(CONTROLLER_UID_INDEX, uid)
+        services = self.services.by_index(CONTROLLER_UID_INDEX, uid)
         plan = plan_pytorchjob(job, pods, services, now=now)
-        subject: dict[str, Any] = {**job, "kind": KIND, "apiVersion": API_VERSION}
+        subject = self.subject(job)
         namespace = job["metadata"].get("namespace")
         for pod in plan.delete_pods:
-            await self._delete(PODS, pod, self.pods, subject, "SuccessfulDeletePod", "pod")
+            await self.delete_owned(subject, pod, informer=self.pods, reason="SuccessfulDeletePod")
         for service in plan.delete_services:
-            await self._delete(
-                SERVICES, service, self.services, subject, "SuccessfulDeleteService", "service"
+            await self.delete_owned(
+                subject,
+                service,
+                informer=self.services,
+                reason="SuccessfulDeleteService",
             )
         for rtype, index in plan.create_pods:
             body = job_pod(job, rtype, index)
@@ -146,21 +126,14 @@ class PyTorchJobController(Reconciler):
                     raise
                 # The name belongs to a pod this job does not own (a Terminating pod of a
                 # deleted same-name job): retried when that pod goes away.
-                self.recorder.record(
+                self.record(
                     subject,
-                    reason="FailedCreatePod",
-                    message=f"Error creating: {exc.message}",
-                    component=COMPONENT,
+                    "FailedCreatePod",
+                    f"Error creating: {exc.message}",
                     event_type="Warning",
                 )
                 continue
-            self.pods.observe(created)
-            self.recorder.record(
-                subject,
-                reason="SuccessfulCreatePod",
-                message=f"Created pod: {created['metadata']['name']}",
-                component=COMPONENT,
-            )
+            self.observe_created(subject, created, informer=self.pods, reason="SuccessfulCreatePod")
         for rtype, index in plan.create_services:
             try:
                 created = await self.client.create(
@@ -170,48 +143,13 @@ class PyTorchJobController(Reconciler):
                 if exc.status != 409:
                     raise
                 continue
-            self.services.observe(created)
-            self.recorder.record(
+            self.observe_created(
                 subject,
+                created,
+                informer=self.services,
                 reason="SuccessfulCreateService",
-                message=f"Created service: {created['metadata']['name']}",
-                component=COMPONENT,
             )
         for event_type, reason, message in plan.events:
-            self.recorder.record(
-                subject, reason=reason, message=message, component=COMPONENT, event_type=event_type
-            )
+            self.record(subject, reason, message, event_type=event_type)
         if plan.status_changed:
-            new_status = plan.status
-
-            def mutate(current: Obj) -> bool:
-                current["status"] = new_status
-                return True
-
-            await update_status(self.client, resource, job, mutate, informer=jobs, attempts=1)
-
-    async def _delete(
-        self,
-        resource: Resource,
-        obj: Obj,
-        informer: Informer,
-        subject: Obj,
-        reason: str,
-        what: str,
-    ) -> None:
-        try:
-            deleted = await self.client.delete(
-                resource.path_of(obj), uid=str(obj["metadata"]["uid"])
-            )
-        except ApiError as exc:
-            if exc.status in (404, 409):
-                return
-            raise
-        if deleted.get("kind") == resource.kind:
-            informer.observe(deleted)
-        self.recorder.record(
-            subject,
-            reason=reason,
-            message=f"Deleted {what}: {obj['metadata']['name']}",
-            component=COMPONENT,
-        )
+            await replace_status(self.client, owners.resource, job, plan.status, informer=owners)

@@ -28,7 +28,8 @@ from typing import Any
 
 from kubesim.client import PODS, ApiError, Informer, KubeClient, Resource
 from kubesim.controllers.events import EventRecorder
-from kubesim.controllers.objects import Obj, controller_ref
+from kubesim.controllers.objects import Obj
+from kubesim.controllers.owner import CONTROLLER_UID_INDEX, OwnerController
 from kubesim.controllers.podtemplates import (
     controller_reference,
     is_pod_active,
@@ -37,14 +38,12 @@ from kubesim.controllers.podtemplates import (
     pod_from_template,
     removal_rank,
 )
-from kubesim.controllers.reconciler import Reconciler
-from kubesim.controllers.writes import delete_pod, update_status
+from kubesim.controllers.writes import replace_status
 
 __all__ = ["REPLICASETS", "ReplicaSetController", "ReplicaSetPlan", "plan_replicaset", "rs_pod"]
 
 REPLICASETS = Resource("apps", "v1", "replicasets", True, "ReplicaSet")
 COMPONENT = "replicaset-controller"
-CONTROLLER_UID_INDEX = "controller-uid"
 
 
 @dataclass(slots=True)
@@ -112,15 +111,12 @@ def rs_pod(rs: Mapping[str, Any]) -> Obj:
     return pod_from_template(template, owner=rs, owner_ref=ref, generate_name=f"{name}-")
 
 
-def controller_uid(obj: Obj) -> list[str]:
-    ref = controller_ref(obj)
-    return [str(ref.get("uid"))] if ref is not None else []
-
-
-class ReplicaSetController(Reconciler):
+class ReplicaSetController(OwnerController):
     """Syncs every ReplicaSet on each change of a ReplicaSet or of a pod it controls."""
 
     name = COMPONENT
+    kind = "ReplicaSet"
+    api_version = "apps/v1"
 
     def __init__(
         self,
@@ -131,53 +127,16 @@ class ReplicaSetController(Reconciler):
         recorder: EventRecorder,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        super().__init__(period=None, clock=clock)
-        self.client = client
-        self.replicasets = replicasets
+        super().__init__(client, owners=replicasets, owned=[pods], recorder=recorder, clock=clock)
         self.pods = pods
-        self.recorder = recorder
-        pods.add_indexer(CONTROLLER_UID_INDEX, controller_uid)
-        replicasets.add_handler(self.trigger)
-        pods.add_handler(self._on_pod)
 
-    def _on_pod(self, kind: str, pod: Obj) -> None:
-        ref = controller_ref(pod)
-        if ref is not None and ref.get("kind") == "ReplicaSet":
-            self.trigger()
-
-    async def reconcile(self) -> float | None:
-        if not (self.replicasets.synced.is_set() and self.pods.synced.is_set()):
-            return None
-        now = self.clock()
-        wake: float | None = None
-        for rs in self.replicasets.items():
-            try:
-                await self._sync(rs, now)
-            except ApiError as exc:
-                if exc.conflict:
-                    self.trigger()
-                    continue
-                raise
-            # Availability after minReadySeconds needs a pass without any event.
-            min_ready = int((rs.get("spec") or {}).get("minReadySeconds") or 0)
-            if min_ready:
-                wake = now + 1.0 if wake is None else min(wake, now + 1.0)
-        return wake
-
-    async def _sync(self, rs: Obj, now: float) -> None:
+    async def _sync(self, owners: Informer, rs: Obj, now: float) -> float | None:
         uid = str(rs["metadata"].get("uid"))
         pods = self.pods.by_index(CONTROLLER_UID_INDEX, uid)
         plan = plan_replicaset(rs, pods, now=now)
-        subject = {"kind": "ReplicaSet", "apiVersion": "apps/v1", **rs}
+        subject = self.subject(rs)
         for pod in plan.delete:
-            if not await delete_pod(self.client, pod, informer=self.pods):
-                continue
-            self.recorder.record(
-                subject,
-                reason="SuccessfulDelete",
-                message=f"Deleted pod: {pod['metadata']['name']}",
-                component=COMPONENT,
-            )
+            await self.delete_owned(subject, pod, informer=self.pods)
         namespace = rs["metadata"].get("namespace")
         for _ in range(plan.create):
             try:
@@ -186,20 +145,8 @@ class ReplicaSetController(Reconciler):
                 if exc.status == 409:
                     continue  # generated-name clash: next pass retries
                 raise
-            self.pods.observe(created)
-            self.recorder.record(
-                subject,
-                reason="SuccessfulCreate",
-                message=f"Created pod: {created['metadata']['name']}",
-                component=COMPONENT,
-            )
+            self.observe_created(subject, created, informer=self.pods)
         if plan.status_changed:
-            new_status = plan.status
-
-            def mutate(current: Obj) -> bool:
-                current["status"] = new_status
-                return True
-
-            await update_status(
-                self.client, REPLICASETS, rs, mutate, informer=self.replicasets, attempts=1
-            )
+            await replace_status(self.client, REPLICASETS, rs, plan.status, informer=owners)
+        # Availability after minReadySeconds needs a pass without any event.
+        return now + 1.0 if int((rs.get("spec") or {}).get("minReadySeconds") or 0) else None

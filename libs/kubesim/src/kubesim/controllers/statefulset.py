@@ -38,7 +38,8 @@ from typing import Any
 
 from kubesim.client import PODS, ApiError, Informer, KubeClient, Resource
 from kubesim.controllers.events import EventRecorder
-from kubesim.controllers.objects import Obj, controller_ref
+from kubesim.controllers.objects import Obj
+from kubesim.controllers.owner import CONTROLLER_UID_INDEX, OwnerController
 from kubesim.controllers.podtemplates import (
     controller_reference,
     hash_template,
@@ -47,9 +48,7 @@ from kubesim.controllers.podtemplates import (
     is_terminating,
     pod_from_template,
 )
-from kubesim.controllers.reconciler import Reconciler
-from kubesim.controllers.replicaset import controller_uid
-from kubesim.controllers.writes import delete_pod, update_status
+from kubesim.controllers.writes import replace_status
 
 __all__ = [
     "POD_INDEX_LABEL",
@@ -271,10 +270,12 @@ def statefulset_pod(sts: Mapping[str, Any], ordinal: int) -> Obj:
     return pod
 
 
-class StatefulSetController(Reconciler):
+class StatefulSetController(OwnerController):
     """Syncs every StatefulSet on each change of a StatefulSet or of a pod it controls."""
 
     name = COMPONENT
+    kind = "StatefulSet"
+    api_version = "apps/v1"
 
     def __init__(
         self,
@@ -285,51 +286,21 @@ class StatefulSetController(Reconciler):
         recorder: EventRecorder,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        super().__init__(period=None, clock=clock)
-        self.client = client
-        self.statefulsets = statefulsets
+        super().__init__(client, owners=statefulsets, owned=[pods], recorder=recorder, clock=clock)
         self.pods = pods
-        self.recorder = recorder
-        pods.add_indexer("controller-uid", controller_uid)
-        statefulsets.add_handler(self.trigger)
-        pods.add_handler(self._on_pod)
 
-    def _on_pod(self, kind: str, pod: Obj) -> None:
-        ref = controller_ref(pod)
-        if ref is not None and ref.get("kind") == "StatefulSet":
-            self.trigger()
-
-    async def reconcile(self) -> float | None:
-        if not (self.statefulsets.synced.is_set() and self.pods.synced.is_set()):
-            return None
-        now = self.clock()
-        wake: float | None = None
-        for sts in self.statefulsets.items():
-            try:
-                await self._sync(sts, now)
-            except ApiError as exc:
-                if exc.conflict:
-                    self.trigger()
-                    continue
-                raise
-            if (sts.get("spec") or {}).get("minReadySeconds"):
-                wake = now + 1.0
-        return wake
-
-    async def _sync(self, sts: Obj, now: float) -> None:
+    async def _sync(self, owners: Informer, sts: Obj, now: float) -> float | None:
         uid = str(sts["metadata"].get("uid"))
-        plan = plan_statefulset(sts, self.pods.by_index("controller-uid", uid), now=now)
+        plan = plan_statefulset(sts, self.pods.by_index(CONTROLLER_UID_INDEX, uid), now=now)
         set_name = sts["metadata"]["name"]
-        subject = {"kind": "StatefulSet", "apiVersion": "apps/v1", **sts}
+        subject = self.subject(sts)
         for pod in plan.delete:
-            if not await delete_pod(self.client, pod, informer=self.pods):
-                continue
-            self.recorder.record(
+            name = pod["metadata"]["name"]
+            await self.delete_owned(
                 subject,
-                reason="SuccessfulDelete",
-                message=f"delete Pod {pod['metadata']['name']} in StatefulSet {set_name} "
-                "successful",
-                component=COMPONENT,
+                pod,
+                informer=self.pods,
+                message=f"delete Pod {name} in StatefulSet {set_name} successful",
             )
         namespace = sts["metadata"].get("namespace")
         for ordinal in plan.create:
@@ -341,31 +312,22 @@ class StatefulSetController(Reconciler):
                 if exc.status == 409:
                     # The name is still taken (a Terminating pod our cache already lost):
                     # the next pod event retries.
-                    self.recorder.record(
+                    self.record(
                         subject,
-                        reason="FailedCreate",
-                        message=f"create Pod {set_name}-{ordinal} in StatefulSet {set_name} "
+                        "FailedCreate",
+                        f"create Pod {set_name}-{ordinal} in StatefulSet {set_name} "
                         f"failed error: {exc.message}",
-                        component=COMPONENT,
                         event_type="Warning",
                     )
                     continue
                 raise
-            self.pods.observe(created)
-            self.recorder.record(
+            name = created["metadata"]["name"]
+            self.observe_created(
                 subject,
-                reason="SuccessfulCreate",
-                message=f"create Pod {created['metadata']['name']} in StatefulSet {set_name} "
-                "successful",
-                component=COMPONENT,
+                created,
+                informer=self.pods,
+                message=f"create Pod {name} in StatefulSet {set_name} successful",
             )
         if plan.status_changed:
-            new_status = plan.status
-
-            def mutate(current: Obj) -> bool:
-                current["status"] = new_status
-                return True
-
-            await update_status(
-                self.client, STATEFULSETS, sts, mutate, informer=self.statefulsets, attempts=1
-            )
+            await replace_status(self.client, STATEFULSETS, sts, plan.status, informer=owners)
+        return now + 1.0 if (sts.get("spec") or {}).get("minReadySeconds") else None

@@ -1,4 +1,5 @@
-"""Write helpers shared by the controllers: optimistic-concurrency status updates, finalizer edits.
+"""Write helpers shared by the controllers: optimistic-concurrency status updates, finalizer
+edits, deletes pinned by UID.
 
 Every status write is a read-modify-write PUT on the `/status` subresource carrying the cached
 `resourceVersion`; a 409 Conflict re-reads the object and tries again, as client-go's
@@ -12,10 +13,17 @@ import copy
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from kubesim.client import PODS, ApiError, Informer, KubeClient, Resource
+from kubesim.client import ApiError, Informer, KubeClient, Resource
 from kubesim.controllers.objects import Obj
 
-__all__ = ["remove_finalizer", "remove_owner_references", "update_object", "update_status"]
+__all__ = [
+    "delete_pinned",
+    "remove_finalizer",
+    "remove_owner_references",
+    "replace_status",
+    "update_object",
+    "update_status",
+]
 
 
 async def _read_modify_write(
@@ -70,6 +78,23 @@ async def update_status(
     return await _read_modify_write(
         client, resource, obj, mutate, subresource="status", informer=informer, attempts=attempts
     )
+
+
+async def replace_status(
+    client: KubeClient,
+    resource: Resource,
+    obj: Mapping[str, Any],
+    status: Obj,
+    *,
+    informer: Informer,
+) -> Obj | None:
+    """PUT `status` as `<obj>/status`, once: a 409 goes to the caller, whose plan is stale."""
+
+    def mutate(current: Obj) -> bool:
+        current["status"] = status
+        return True
+
+    return await update_status(client, resource, obj, mutate, informer=informer, attempts=1)
 
 
 async def update_object(
@@ -174,18 +199,20 @@ async def _edit_metadata_list(
     return None
 
 
-async def delete_pod(client: KubeClient, pod: Obj, *, informer: Informer) -> bool:
-    """Delete ``pod`` pinned by its UID and show the result to ``informer`` at once.
+async def delete_pinned(
+    client: KubeClient, resource: Resource, obj: Obj, *, informer: Informer
+) -> bool:
+    """Delete ``obj`` pinned by its UID and show the result to ``informer`` at once.
 
-    False when there was nothing to delete: the pod is gone (404) or is another incarnation
-    by now (409, the UID precondition failed); the next pass decides again.
+    False when there was nothing to delete: the object is gone (404) or is another
+    incarnation by now (409, the UID precondition failed); the next pass decides again.
     """
     try:
-        deleted = await client.delete(PODS.path_of(pod), uid=str(pod["metadata"]["uid"]))
+        deleted = await client.delete(resource.path_of(obj), uid=str(obj["metadata"]["uid"]))
     except ApiError as exc:
         if exc.status in (404, 409):
             return False
         raise
-    if deleted.get("kind") == "Pod":
+    if deleted.get("kind") == resource.kind:
         informer.observe(deleted)
     return True
