@@ -96,38 +96,26 @@ def _before_delete(
     return True, False
 
 
-def _should_orphan(finalizers: list[str], opts: DeleteOptions, default: GcPolicy) -> bool:
+def _dependents_finalizer(finalizers: list[str], opts: DeleteOptions, default: GcPolicy) -> str:
+    """What happens to the dependents (shouldOrphanDependents / shouldDeleteDependents in one):
+    the orphan or the foreground finalizer, or "" for background deletion (no finalizer).
+
+    The request decides first (orphanDependents, then propagationPolicy), then the finalizer
+    the object already carries, then the type's default."""
     if default == "unsupported":
-        return False
+        return ""
     if opts.orphan_dependents is not None:
-        return opts.orphan_dependents
+        return ORPHAN_FINALIZER if opts.orphan_dependents else ""
     if opts.propagation_policy == "Orphan":
-        return True
-    if opts.propagation_policy in ("Background", "Foreground"):
-        return False
-    for f in finalizers:
-        if f == ORPHAN_FINALIZER:
-            return True
-        if f == FOREGROUND_FINALIZER:
-            return False
-    return default == "orphan"
-
-
-def _should_foreground(finalizers: list[str], opts: DeleteOptions, default: GcPolicy) -> bool:
-    if default == "unsupported":
-        return False
-    if opts.orphan_dependents is not None:
-        return False
+        return ORPHAN_FINALIZER
     if opts.propagation_policy == "Foreground":
-        return True
-    if opts.propagation_policy in ("Background", "Orphan"):
-        return False
+        return FOREGROUND_FINALIZER
+    if opts.propagation_policy == "Background":
+        return ""
     for f in finalizers:
-        if f == FOREGROUND_FINALIZER:
-            return True
-        if f == ORPHAN_FINALIZER:
-            return False
-    return False
+        if f in (ORPHAN_FINALIZER, FOREGROUND_FINALIZER):
+            return f
+    return ORPHAN_FINALIZER if default == "orphan" else ""
 
 
 def gc_finalizers(
@@ -135,10 +123,9 @@ def gc_finalizers(
 ) -> tuple[bool, list[str]]:
     """deletionFinalizersForGarbageCollection: (needs update, new finalizers)."""
     new = [f for f in finalizers if f not in (ORPHAN_FINALIZER, FOREGROUND_FINALIZER)]
-    if _should_orphan(finalizers, opts, default):
-        new.append(ORPHAN_FINALIZER)
-    if _should_foreground(finalizers, opts, default):
-        new.append(FOREGROUND_FINALIZER)
+    wanted = _dependents_finalizer(finalizers, opts, default)
+    if wanted:
+        new.append(wanted)
     if set(new) == set(finalizers):
         return False, finalizers
     return True, new

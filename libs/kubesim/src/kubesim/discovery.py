@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kubesim.resources import ResourceRegistry, ResourceType
+from kubesim.resources import COMMON_VERBS, ResourceRegistry, ResourceType
 
 VERSION_INFO: dict[str, str] = {
     "major": "1",
@@ -63,16 +63,7 @@ def _entries(rt: ResourceType) -> list[dict[str, Any]]:
         "singularName": rt.singular,
         "namespaced": rt.namespaced,
         "kind": rt.kind,
-        "verbs": [
-            "create",
-            "delete",
-            "deletecollection",
-            "get",
-            "list",
-            "patch",
-            "update",
-            "watch",
-        ],
+        "verbs": list(COMMON_VERBS),
     }
     if rt.short_names:
         main["shortNames"] = list(rt.short_names)

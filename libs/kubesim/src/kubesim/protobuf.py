@@ -11,7 +11,7 @@ accept.
 from __future__ import annotations
 
 import base64
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 MAGIC = b"k8s\x00"
@@ -78,86 +78,86 @@ def _map_entry(value: int | bytes) -> tuple[str, bytes]:
     return key, val
 
 
-def _object_meta(data: bytes) -> dict[str, Any]:
-    meta: dict[str, Any] = {}
-    for number, value in _fields(data):
-        if number == 1:
-            meta["name"] = _text(value)
-        elif number == 2:
-            meta["generateName"] = _text(value)
-        elif number == 3:
-            meta["namespace"] = _text(value)
-        elif number == 6:
-            meta["resourceVersion"] = _text(value)
-        elif number in (11, 12):
-            key, val = _map_entry(value)
-            meta.setdefault("labels" if number == 11 else "annotations", {})[key] = val.decode()
-        elif number == 14:
-            meta.setdefault("finalizers", []).append(_text(value))
-    return meta
+Reader = Callable[[dict[str, Any], int | bytes], None]
+"""Reads one field's value into the object being decoded."""
 
 
-def _namespace(data: bytes) -> dict[str, Any]:
-    obj: dict[str, Any] = {}
-    for number, value in _fields(data):
-        if number == 1:
-            obj["metadata"] = _object_meta(_raw(value))
-        elif number == 2:
-            finalizers = [_text(v) for n, v in _fields(_raw(value)) if n == 1]
-            if finalizers:
-                obj["spec"] = {"finalizers": finalizers}
-    return obj
+def _message(readers: Mapping[int, Reader]) -> Callable[[bytes], dict[str, Any]]:
+    """A decoder of one message: each field number it knows is read by its reader."""
+
+    def decode(data: bytes) -> dict[str, Any]:
+        obj: dict[str, Any] = {}
+        for number, value in _fields(data):
+            read = readers.get(number)
+            if read is not None:
+                read(obj, value)
+        return obj
+
+    return decode
 
 
-def _configmap(data: bytes) -> dict[str, Any]:
-    obj: dict[str, Any] = {}
-    for number, value in _fields(data):
-        if number == 1:
-            obj["metadata"] = _object_meta(_raw(value))
-        elif number == 2:
-            key, val = _map_entry(value)
-            obj.setdefault("data", {})[key] = val.decode()
-        elif number == 3:
-            key, val = _map_entry(value)
-            obj.setdefault("binaryData", {})[key] = base64.b64encode(val).decode()
-        elif number == 4:
-            obj["immutable"] = bool(value)
-    return obj
+def _scalar(key: str, convert: Callable[[int | bytes], Any]) -> Reader:
+    def read(obj: dict[str, Any], value: int | bytes) -> None:
+        obj[key] = convert(value)
+
+    return read
 
 
-def _secret(data: bytes) -> dict[str, Any]:
-    obj: dict[str, Any] = {}
-    for number, value in _fields(data):
-        if number == 1:
-            obj["metadata"] = _object_meta(_raw(value))
-        elif number == 2:
-            key, val = _map_entry(value)
-            obj.setdefault("data", {})[key] = base64.b64encode(val).decode()
-        elif number == 3:
-            obj["type"] = _text(value)
-        elif number == 4:
-            key, val = _map_entry(value)
-            obj.setdefault("stringData", {})[key] = val.decode()
-        elif number == 5:
-            obj["immutable"] = bool(value)
-    return obj
+def _entry(key: str, convert: Callable[[bytes], str] = bytes.decode) -> Reader:
+    """A map field: each occurrence is one key/value entry of `obj[key]`."""
+
+    def read(obj: dict[str, Any], value: int | bytes) -> None:
+        name, val = _map_entry(value)
+        obj.setdefault(key, {})[name] = convert(val)
+
+    return read
 
 
-def _service_account(data: bytes) -> dict[str, Any]:
-    obj: dict[str, Any] = {}
-    for number, value in _fields(data):
-        if number == 1:
-            obj["metadata"] = _object_meta(_raw(value))
-        elif number == 4:
-            obj["automountServiceAccountToken"] = bool(value)
-    return obj
+def _base64(value: bytes) -> str:
+    return base64.b64encode(value).decode()
 
+
+def _namespace_spec(obj: dict[str, Any], value: int | bytes) -> None:
+    finalizers = [_text(v) for n, v in _fields(_raw(value)) if n == 1]
+    if finalizers:
+        obj["spec"] = {"finalizers": finalizers}
+
+
+def _finalizer(obj: dict[str, Any], value: int | bytes) -> None:
+    obj.setdefault("finalizers", []).append(_text(value))
+
+
+_object_meta = _message(
+    {
+        1: _scalar("name", _text),
+        2: _scalar("generateName", _text),
+        3: _scalar("namespace", _text),
+        6: _scalar("resourceVersion", _text),
+        11: _entry("labels"),
+        12: _entry("annotations"),
+        14: _finalizer,
+    }
+)
+_METADATA = _scalar("metadata", lambda value: _object_meta(_raw(value)))
+_IMMUTABLE = _scalar("immutable", bool)
 
 _DECODERS: dict[tuple[str, str], Callable[[bytes], dict[str, Any]]] = {
-    ("v1", "Namespace"): _namespace,
-    ("v1", "ConfigMap"): _configmap,
-    ("v1", "Secret"): _secret,
-    ("v1", "ServiceAccount"): _service_account,
+    ("v1", "Namespace"): _message({1: _METADATA, 2: _namespace_spec}),
+    ("v1", "ConfigMap"): _message(
+        {1: _METADATA, 2: _entry("data"), 3: _entry("binaryData", _base64), 4: _IMMUTABLE}
+    ),
+    ("v1", "Secret"): _message(
+        {
+            1: _METADATA,
+            2: _entry("data", _base64),
+            3: _scalar("type", _text),
+            4: _entry("stringData"),
+            5: _IMMUTABLE,
+        }
+    ),
+    ("v1", "ServiceAccount"): _message(
+        {1: _METADATA, 4: _scalar("automountServiceAccountToken", bool)}
+    ),
 }
 
 

@@ -347,32 +347,22 @@ def _embedded(value: dict[str, Any], path: str) -> list[Cause]:
     for key in ("apiVersion", "kind"):
         if key not in value:
             out.append(statuses.required(_child_path(path, key)))
-    api_version = value.get("apiVersion")
-    if "apiVersion" in value:
-        where = _child_path(path, "apiVersion")
-        if not isinstance(api_version, str):
-            out.append(statuses.invalid_value(where, api_version, "must be a string"))
-        elif not api_version:
-            out.append(statuses.invalid_value(where, api_version, "must not be empty"))
-        elif api_version.count("/") > 1:
-            detail = f"unexpected GroupVersion string: {api_version}"
-            out.append(statuses.invalid_value(where, api_version, detail))
-    kind = value.get("kind")
-    if "kind" in value:
-        where = _child_path(path, "kind")
-        if not isinstance(kind, str):
-            out.append(statuses.invalid_value(where, kind, "must be a string"))
-        elif not kind:
-            out.append(statuses.invalid_value(where, kind, "must not be empty"))
-        else:
-            problems = []
-            if len(kind) > 63:
-                problems.append("must be no more than 63 characters")
-            if not _DNS1035.match(kind.lower()):
-                problems.append(_DNS1035_MSG)
-            if problems:
-                detail = "may have mixed case, but should otherwise match: " + ",".join(problems)
-                out.append(statuses.invalid_value(where, kind, detail))
+    found = _nonempty_string(value, "apiVersion", path, out)
+    if found is not None and found[0].count("/") > 1:
+        api_version, where = found
+        detail = f"unexpected GroupVersion string: {api_version}"
+        out.append(statuses.invalid_value(where, api_version, detail))
+    found = _nonempty_string(value, "kind", path, out)
+    if found is not None:
+        kind, where = found
+        problems = []
+        if len(kind) > 63:
+            problems.append("must be no more than 63 characters")
+        if not _DNS1035.match(kind.lower()):
+            problems.append(_DNS1035_MSG)
+        if problems:
+            detail = "may have mixed case, but should otherwise match: " + ",".join(problems)
+            out.append(statuses.invalid_value(where, kind, detail))
     meta = value.get("metadata")
     if isinstance(meta, dict):
         prefix = _child_path(path, "metadata")
@@ -383,6 +373,24 @@ def _embedded(value: dict[str, Any], path: str) -> list[Cause]:
         if isinstance(name, str) and name:
             out.extend(_path_segment(name, f"{prefix}.name"))
     return out
+
+
+def _nonempty_string(
+    value: dict[str, Any], key: str, path: str, out: list[Cause]
+) -> tuple[str, str] | None:
+    """`value[key]` and its path when it is a non-empty string; a cause in `out` when it is
+    present but not one (absent: nothing, the caller says it is required)."""
+    if key not in value:
+        return None
+    where = _child_path(path, key)
+    text = value[key]
+    if not isinstance(text, str):
+        out.append(statuses.invalid_value(where, text, "must be a string"))
+    elif not text:
+        out.append(statuses.invalid_value(where, text, "must not be empty"))
+    else:
+        return text, where
+    return None
 
 
 def _path_segment(name: str, field: str) -> list[Cause]:

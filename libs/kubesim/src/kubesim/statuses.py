@@ -370,3 +370,8 @@ def success(rt: ResourceType, name: str, uid: str) -> dict[str, Any]:
         "status": "Success",
         "details": details,
     }
+
+
+def created() -> dict[str, Any]:
+    """Status Success with code 201, answered by the pods/binding and pods/eviction posts."""
+    return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}

@@ -42,6 +42,7 @@ from kubesim.controllers.objects import (
     parse_time,
 )
 from kubesim.controllers.owner import OwnerController
+from kubesim.controllers.podtemplates import controller_reference, pod_from_template
 from kubesim.controllers.writes import remove_finalizer, replace_status
 
 __all__ = ["TRACKING_FINALIZER", "JobController", "JobPlan", "job_pod", "plan_job"]
@@ -289,39 +290,22 @@ def job_pod(job: Mapping[str, Any]) -> Obj:
     """The pod the controller creates for `job` (before the server fills in the name)."""
     meta = job.get("metadata") or {}
     template = (job.get("spec") or {}).get("template") or {}
-    tmeta = template.get("metadata") or {}
     name, uid = str(meta.get("name")), str(meta.get("uid"))
-    labels = {
-        **(tmeta.get("labels") or {}),
-        "batch.kubernetes.io/controller-uid": uid,
-        "batch.kubernetes.io/job-name": name,
-        "controller-uid": uid,
-        "job-name": name,
-    }
-    pod_meta: Obj = {
-        "generateName": f"{name}-",
-        "namespace": meta.get("namespace"),
-        "labels": labels,
-        "ownerReferences": [
-            {
-                "apiVersion": "batch/v1",
-                "kind": "Job",
-                "name": name,
-                "uid": uid,
-                "controller": True,
-                "blockOwnerDeletion": True,
-            }
-        ],
-        "finalizers": [*(tmeta.get("finalizers") or []), TRACKING_FINALIZER],
-    }
-    if tmeta.get("annotations"):
-        pod_meta["annotations"] = dict(tmeta["annotations"])
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": pod_meta,
-        "spec": copy.deepcopy(template.get("spec") or {}),
-    }
+    pod = pod_from_template(
+        template,
+        owner=job,
+        owner_ref=controller_reference(job, api_version="batch/v1", kind="Job"),
+        generate_name=f"{name}-",
+        extra_labels={
+            "batch.kubernetes.io/controller-uid": uid,
+            "batch.kubernetes.io/job-name": name,
+            "controller-uid": uid,
+            "job-name": name,
+        },
+    )
+    pod_meta = pod["metadata"]
+    pod_meta["finalizers"] = [*(pod_meta.get("finalizers") or []), TRACKING_FINALIZER]
+    return pod
 
 
 def job_uid_of_pod(pod: Obj) -> list[str]:

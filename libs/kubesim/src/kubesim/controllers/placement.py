@@ -127,19 +127,24 @@ def matches_node_affinity(pod: Mapping[str, Any], node: Mapping[str, Any]) -> bo
     return False
 
 
+def _quantities(raw: Mapping[str, Any]) -> Resources:
+    """Resource name → amount, leaving out the values that are no quantity."""
+    out: Resources = {}
+    for name, value in raw.items():
+        try:
+            out[name] = parse_quantity(value)
+        except QuantityError:
+            continue
+    return out
+
+
 def _container_resources(container: Mapping[str, Any]) -> Resources:
     resources = container.get("resources") or {}
     requests = dict(resources.get("requests") or {})
     # API defaulting copies limits into unset requests; do it here too in case the pod skipped it.
     for name, value in (resources.get("limits") or {}).items():
         requests.setdefault(name, value)
-    out: Resources = {}
-    for name, value in requests.items():
-        try:
-            out[name] = parse_quantity(value)
-        except QuantityError:
-            continue
-    return out
+    return _quantities(requests)
 
 
 def pod_requests(pod: Mapping[str, Any]) -> Resources:
@@ -152,24 +157,14 @@ def pod_requests(pod: Mapping[str, Any]) -> Resources:
     for container in spec.get("initContainers") or []:
         for name, amount in _container_resources(container).items():
             total[name] = max(total.get(name, Fraction(0)), amount)
-    for name, value in (spec.get("overhead") or {}).items():
-        try:
-            total[name] = total.get(name, Fraction(0)) + parse_quantity(value)
-        except QuantityError:
-            continue
+    for name, amount in _quantities(spec.get("overhead") or {}).items():
+        total[name] = total.get(name, Fraction(0)) + amount
     return total
 
 
 def _allocatable(node: Mapping[str, Any]) -> Resources:
     status = node.get("status") or {}
-    raw = status.get("allocatable") or status.get("capacity") or {}
-    out: Resources = {}
-    for name, value in raw.items():
-        try:
-            out[name] = parse_quantity(value)
-        except QuantityError:
-            continue
-    return out
+    return _quantities(status.get("allocatable") or status.get("capacity") or {})
 
 
 def _counts_on_node(pod: Mapping[str, Any]) -> bool:

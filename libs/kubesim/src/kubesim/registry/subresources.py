@@ -67,13 +67,7 @@ class Registry(RegistryRemoval):
         )
         status["conditions"] = conditions
         self.store.put(POD_TYPE.key, new)
-        return {
-            "kind": "Status",
-            "apiVersion": "v1",
-            "metadata": {},
-            "status": "Success",
-            "code": 201,
-        }
+        return statuses.created()
 
     # ---- eviction ---------------------------------------------------------------------
 
@@ -98,10 +92,4 @@ class Registry(RegistryRemoval):
             dry_run=bool(raw.get("dryRun")),
         )
         self.delete(POD_TYPE, namespace, name, opts)
-        return {
-            "kind": "Status",
-            "apiVersion": "v1",
-            "metadata": {},
-            "status": "Success",
-            "code": 201,
-        }
+        return statuses.created()

@@ -53,6 +53,16 @@ class RegistryWrites(RegistryCrds):
             if self.store.get(NAMESPACE_TYPE.key, "", name) is None:
                 self.create(NAMESPACE_TYPE, None, {"metadata": {"name": name}})
 
+    def _decoded(self, rt: ResourceType, namespace: str | None, body: Any) -> dict[str, Any]:
+        """A copy of a create or update body, checked to decode as `rt` in `namespace`."""
+        if not isinstance(body, dict):
+            raise statuses.bad_request("the body of the request was not a JSON object")
+        obj: dict[str, Any] = clone(body)
+        self._check_kind(rt, obj)
+        decoding.check_create(rt, obj)
+        self._reconcile_namespace(rt, namespace, obj)
+        return obj
+
     # ---- create -----------------------------------------------------------------------
 
     def create(
@@ -65,13 +75,7 @@ class RegistryWrites(RegistryCrds):
         duplicates: list[str] | None = None,
         dry_run: bool = False,
     ) -> WriteResult:
-        if not isinstance(body, dict):
-            raise statuses.bad_request("the body of the request was not a JSON object")
-        obj = clone(body)
-        self._check_kind(rt, obj)
-        decoding.check_create(rt, obj)
-        meta = _meta(obj)
-        self._reconcile_namespace(rt, namespace, obj)
+        obj = self._decoded(rt, namespace, body)
         warnings = self._field_validation(rt, obj, field_validation, duplicates or [])
         quantity_fields.canonicalize(rt, obj)
         meta = _meta(obj)
@@ -140,12 +144,7 @@ class RegistryWrites(RegistryCrds):
         duplicates: list[str] | None = None,
         dry_run: bool = False,
     ) -> WriteResult:
-        if not isinstance(body, dict):
-            raise statuses.bad_request("the body of the request was not a JSON object")
-        obj = clone(body)
-        self._check_kind(rt, obj)
-        decoding.check_create(rt, obj)
-        self._reconcile_namespace(rt, namespace, obj)
+        obj = self._decoded(rt, namespace, body)
         meta = _meta(obj)
         body_name = meta.get("name")
         if body_name and body_name != name:

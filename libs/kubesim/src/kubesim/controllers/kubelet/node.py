@@ -67,6 +67,26 @@ class KubeletNode(Reconciler):
         pods.add_handler(self._on_pod)
         nodes.add_handler(self._on_node)
 
+    def _record(
+        self,
+        obj: Obj,
+        reason: str,
+        message: str,
+        *,
+        event_type: str = "Normal",
+        field_path: str | None = None,
+    ) -> None:
+        """An Event about `obj` from this node's kubelet (source: kubelet on this host)."""
+        self.recorder.record(
+            obj,
+            reason=reason,
+            message=message,
+            component="kubelet",
+            host=self.shape.name,
+            event_type=event_type,
+            field_path=field_path,
+        )
+
     # ---- fault injection -------------------------------------------------------------------
     def lose(self) -> None:
         """Stop everything: no heartbeat, no status, no pod processing (a dead or cut-off node)."""
@@ -223,13 +243,8 @@ class KubeletNode(Reconciler):
             if result.get("status") and node.get("status", {}).get("conditions"):
                 before = {c["type"]: c.get("status") for c in node["status"]["conditions"]}
                 if before.get("Ready") not in (None, "True"):
-                    self.recorder.record(
-                        result,
-                        reason="NodeReady",
-                        message=f"Node {self.shape.name} status is now: NodeReady",
-                        component="kubelet",
-                        host=self.shape.name,
-                    )
+                    message = f"Node {self.shape.name} status is now: NodeReady"
+                    self._record(result, "NodeReady", message)
 
     async def _renew_lease(self, node: Obj | None) -> None:
         now = self.clock()

@@ -18,6 +18,33 @@ from kubesim.controllers.objects import (
 )
 
 
+def _condition(kind: str, status: str, stamp: str, *, reason: str = "", message: str = "") -> Obj:
+    """One pod condition as the kubelet writes it (no probe time; reason/message if any)."""
+    cond: Obj = {
+        "type": kind,
+        "status": status,
+        "lastProbeTime": None,
+        "lastTransitionTime": stamp,
+    }
+    if reason:
+        cond["reason"] = reason
+    if message:
+        cond["message"] = message
+    return cond
+
+
+def _started_conditions(stamp: str, *, unready: str = "") -> list[Obj]:
+    """The conditions of a started pod: Ready and ContainersReady unless `unready` says why."""
+    ready, reason = ("False", "ContainersNotReady") if unready else ("True", "")
+    return [
+        _condition("PodReadyToStartContainers", "True", stamp),
+        _condition("Initialized", "True", stamp),
+        _condition("Ready", ready, stamp, reason=reason, message=unready),
+        _condition("ContainersReady", ready, stamp, reason=reason, message=unready),
+        _condition("PodScheduled", "True", stamp),
+    ]
+
+
 class KubeletPodStatus(KubeletNode):
     """Builds the status of each pod phase."""
 
@@ -55,42 +82,7 @@ class KubeletPodStatus(KubeletNode):
         return {
             **self._base_status(pod, now),
             "phase": "Pending",
-            "conditions": [
-                {
-                    "type": "PodReadyToStartContainers",
-                    "status": "True",
-                    "lastProbeTime": None,
-                    "lastTransitionTime": stamp,
-                },
-                {
-                    "type": "Initialized",
-                    "status": "True",
-                    "lastProbeTime": None,
-                    "lastTransitionTime": stamp,
-                },
-                {
-                    "type": "Ready",
-                    "status": "False",
-                    "lastProbeTime": None,
-                    "lastTransitionTime": stamp,
-                    "reason": "ContainersNotReady",
-                    "message": unready,
-                },
-                {
-                    "type": "ContainersReady",
-                    "status": "False",
-                    "lastProbeTime": None,
-                    "lastTransitionTime": stamp,
-                    "reason": "ContainersNotReady",
-                    "message": unready,
-                },
-                {
-                    "type": "PodScheduled",
-                    "status": "True",
-                    "lastProbeTime": None,
-                    "lastTransitionTime": stamp,
-                },
-            ],
+            "conditions": _started_conditions(stamp, unready=unready),
             "containerStatuses": [
                 _container_status(
                     c,
@@ -108,38 +100,7 @@ class KubeletPodStatus(KubeletNode):
         status: Obj = {
             **self._base_status(pod, now),
             "phase": "Running",
-            "conditions": [
-                {
-                    "type": "PodReadyToStartContainers",
-                    "status": "True",
-                    "lastProbeTime": None,
-                    "lastTransitionTime": stamp,
-                },
-                {
-                    "type": "Initialized",
-                    "status": "True",
-                    "lastProbeTime": None,
-                    "lastTransitionTime": stamp,
-                },
-                {
-                    "type": "Ready",
-                    "status": "True",
-                    "lastProbeTime": None,
-                    "lastTransitionTime": stamp,
-                },
-                {
-                    "type": "ContainersReady",
-                    "status": "True",
-                    "lastProbeTime": None,
-                    "lastTransitionTime": stamp,
-                },
-                {
-                    "type": "PodScheduled",
-                    "status": "True",
-                    "lastProbeTime": None,
-                    "lastTransitionTime": stamp,
-                },
-            ],
+            "conditions": _started_conditions(stamp),
             "containerStatuses": [
                 _container_status(
                     c,
@@ -218,26 +179,9 @@ class KubeletPodStatus(KubeletNode):
             **self._base_status(pod, now),
             "phase": phase,
             "conditions": [
-                {
-                    "type": "PodReadyToStartContainers",
-                    "status": "False",
-                    "lastProbeTime": None,
-                    "lastTransitionTime": stamp,
-                },
-                {
-                    "type": "Ready",
-                    "status": "False",
-                    "lastProbeTime": None,
-                    "lastTransitionTime": stamp,
-                    "reason": ready_reason,
-                },
-                {
-                    "type": "ContainersReady",
-                    "status": "False",
-                    "lastProbeTime": None,
-                    "lastTransitionTime": stamp,
-                    "reason": ready_reason,
-                },
+                _condition("PodReadyToStartContainers", "False", stamp),
+                _condition("Ready", "False", stamp, reason=ready_reason),
+                _condition("ContainersReady", "False", stamp, reason=ready_reason),
             ],
             "containerStatuses": statuses,
         }

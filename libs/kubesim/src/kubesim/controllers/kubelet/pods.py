@@ -70,26 +70,17 @@ class Kubelet(KubeletPodStatus):
                         ("Created", f"Created container {c.get('name')}"),
                         ("Started", f"Started container {c.get('name')}"),
                     ):
-                        self.recorder.record(
-                            pod,
-                            reason=reason,
-                            message=message,
-                            component="kubelet",
-                            host=self.shape.name,
-                            field_path=path,
-                        )
+                        self._record(pod, reason, message, field_path=path)
         elif action == "complete":
             await self._complete(pod, record, now)
         elif action == "stop":
             if not record.killing_reported:
                 record.killing_reported = True
                 for c in (pod.get("spec") or {}).get("containers") or []:
-                    self.recorder.record(
+                    self._record(
                         pod,
-                        reason="Killing",
-                        message=f"Stopping container {c.get('name')}",
-                        component="kubelet",
-                        host=self.shape.name,
+                        "Killing",
+                        f"Stopping container {c.get('name')}",
                         field_path=f"spec.containers{{{c.get('name')}}}",
                     )
             result = await self._write_status(pod, self._killed_status(pod, now))
@@ -160,11 +151,5 @@ class Kubelet(KubeletPodStatus):
             pod, self._terminated_status(pod, now, exit_code=exit_code, reason=reason)
         )
         if exit_code != 0:
-            self.recorder.record(
-                pod,
-                reason="Failed",
-                message=f"Error: container exited with code {exit_code}",
-                component="kubelet",
-                host=self.shape.name,
-                event_type="Warning",
-            )
+            message = f"Error: container exited with code {exit_code}"
+            self._record(pod, "Failed", message, event_type="Warning")
