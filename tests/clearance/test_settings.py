@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
+from clearance.entrypoint import load_settings
 from clearance.settings import (
     CommonSettings,
     Seconds,
     SettingsError,
     doc,
     format_duration,
-    load_settings,
     parse_duration,
     render_help,
 )

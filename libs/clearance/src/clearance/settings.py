@@ -5,7 +5,8 @@ Each service has one frozen dataclass of settings, built once at start-up from
 field is declared with :func:`setting`, which carries the help text, so ``--help``
 (:func:`render_help`) and the parser can never drift from the code. Bad values fail
 with one :class:`SettingsError` that names every offending variable; the service
-entry points print it and exit non-zero instead of showing a traceback.
+entry points (:mod:`clearance.entrypoint`) print it and exit non-zero instead of showing a
+traceback.
 
 Supported field types: ``str``, ``int``, ``float``, ``bool``, :data:`Seconds`
 (durations such as ``500ms``, ``2s``, ``5m``, ``1h``, ``1d``, ``1m30s`` or a bare number
@@ -18,13 +19,12 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-import sys
 import types
 import typing
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import field
 from pathlib import Path
-from typing import IO, Annotated, Any, ClassVar, Final, Literal, TypeVar, Union
+from typing import Annotated, Any, ClassVar, Final, Literal, TypeVar, Union
 
 from clearance.bounds import Range, counts, durations
 from clearance.durations import format_duration, parse_duration
@@ -37,7 +37,6 @@ __all__ = [
     "SettingsError",
     "doc",
     "format_duration",
-    "load_settings",
     "parse_bool",
     "parse_duration",
     "render_help",
@@ -450,39 +449,3 @@ OpenTelemetry (standard variables, not prefixed):
   OTEL_SERVICE_NAME            overrides the service name in traces
   OTEL_RESOURCE_ATTRIBUTES     extra resource attributes, key=value,key=value
 """
-
-
-def load_settings(
-    cls: type[S],
-    argv: Sequence[str] | None = None,
-    *,
-    prog: str,
-    description: str = "",
-    environ: Mapping[str, str] | None = None,
-    out: IO[str] | None = None,
-    err: IO[str] | None = None,
-) -> S:
-    """Entry-point helper: ``--help`` prints every setting and exits 0; any other
-    argument, or a bad value, prints a one-screen error and exits 2 (no traceback).
-
-    Configuration comes only from the environment, so ``argv`` may hold nothing else.
-    """
-    args = list(sys.argv[1:] if argv is None else argv)
-    stdout = out if out is not None else sys.stdout
-    stderr = err if err is not None else sys.stderr
-    if any(arg in ("-h", "--help") for arg in args):
-        head = f"usage: {prog} [--help]\n\n" + (f"{description}\n\n" if description else "")
-        stdout.write(head + render_help(cls, title=f"{prog} is configured by these variables:"))
-        stdout.write("\n" + OTEL_HELP)
-        raise SystemExit(0)
-    if args:
-        stderr.write(
-            f"{prog}: unexpected arguments {' '.join(args)!r}; "
-            f"configuration comes from environment variables (see {prog} --help)\n"
-        )
-        raise SystemExit(2)
-    try:
-        return cls.from_env(environ)
-    except SettingsError as exc:
-        stderr.write(f"{prog}: {exc}\n(see {prog} --help)\n")
-        raise SystemExit(2) from None

@@ -3,38 +3,28 @@
 from __future__ import annotations
 
 import asyncio
-import sys
+from collections.abc import Sequence
 
 from clearance import stopping
-from clearance.settings import OTEL_HELP, SettingsError
-from clearance.telemetry import setup_logging
+from clearance.entrypoint import Command, run_command
 from clearance_dispatcher.settings import DispatcherSettings
 
-USAGE = """\
+COMMAND = Command(
+    prog="clearance-dispatcher",
+    usage="""\
 usage: clearance-dispatcher [--help]
 
 MCAD-compatible AppWrapper dispatcher that redispatches a requeued AppWrapper only after the
 tracker's `cleared` event for its previous attempt. Kubernetes access from KUBECONFIG or the
-in-cluster service account.
-"""
+in-cluster service account.""",
+)
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    if any(a in ("-h", "--help") for a in args):
-        print(USAGE)
-        print(DispatcherSettings.render_help())
-        print(OTEL_HELP)
-        return 0
-    if args:
-        print(f"clearance-dispatcher: unexpected arguments {args!r}; see --help", file=sys.stderr)
-        return 2
-    try:
-        settings = DispatcherSettings.from_env()
-    except SettingsError as exc:
-        print(f"clearance-dispatcher: {exc}", file=sys.stderr)
-        return 2
-    setup_logging(settings.log_level, fmt=settings.log_format)
+def main(argv: Sequence[str] | None = None) -> int:
+    return run_command(COMMAND, DispatcherSettings, _serve, argv)
+
+
+def _serve(settings: DispatcherSettings) -> int:
     return asyncio.run(_run(settings))
 
 

@@ -8,25 +8,23 @@ from collections.abc import Sequence
 
 from clearance import stopping
 from clearance.bus import BusError
-from clearance.settings import OTEL_HELP, SettingsError
-from clearance.telemetry import setup_logging
+from clearance.entrypoint import Command, run_command
 from clearance_tracker.settings import TrackerSettings
 
-USAGE = """\
+COMMAND = Command(
+    prog="clearance-tracker",
+    usage="""\
 usage: clearance-tracker [--help]
 
 The Clearance deletion tracker: records each teardown the dispatcher starts, confirms every
 object gone by UID (watch events, GET, quorum LIST), escalates stuck deletions (alert, force
 delete, optional finalizer removal) and publishes `cleared` only on a verified empty view.
-Kubernetes access: CLEARANCE_KUBECONFIG, else $KUBECONFIG, else the in-cluster service account.
-"""
+Kubernetes access: CLEARANCE_KUBECONFIG, else $KUBECONFIG, else the in-cluster service account.""",
+    unexpected="{prog}: unexpected arguments {args!r}\n\n{usage}\n",
+)
 
 
-def help_text() -> str:
-    return USAGE + "\n" + TrackerSettings.render_help() + "\n" + OTEL_HELP
-
-
-async def _serve(settings: TrackerSettings) -> None:
+async def _run(settings: TrackerSettings) -> None:
     from clearance_tracker.service import run
 
     stop = asyncio.Event()
@@ -35,32 +33,23 @@ async def _serve(settings: TrackerSettings) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = list(sys.argv[1:] if argv is None else argv)
-    if any(a in ("-h", "--help") for a in args):
-        print(help_text())
-        return 0
-    if args:
-        print(f"clearance-tracker: unexpected arguments {args!r}\n\n{USAGE}", file=sys.stderr)
-        return 2
-    try:
-        settings = TrackerSettings.from_env()
-    except SettingsError as exc:
-        print(f"clearance-tracker: {exc}", file=sys.stderr)
-        return 2
-    setup_logging(settings.log_level, fmt=settings.log_format)
+    return run_command(COMMAND, TrackerSettings, _serve, argv)
+
+
+def _serve(settings: TrackerSettings) -> int:
     # Imported here: kubernetes-asyncio is slow to import and --help does not need it.
     from kubernetes_asyncio.config.config_exception import ConfigException
 
     try:
-        asyncio.run(_serve(settings))
+        asyncio.run(_run(settings))
     except BusError as exc:
-        print(f"clearance-tracker: {exc}", file=sys.stderr)
+        print(f"{COMMAND.prog}: {exc}", file=sys.stderr)
         return 1
     except OSError as exc:  # e.g. the HTTP port is taken
-        print(f"clearance-tracker: {exc}", file=sys.stderr)
+        print(f"{COMMAND.prog}: {exc}", file=sys.stderr)
         return 1
     except ConfigException as exc:  # no usable kubeconfig / in-cluster configuration
-        print(f"clearance-tracker: Kubernetes configuration: {exc}", file=sys.stderr)
+        print(f"{COMMAND.prog}: Kubernetes configuration: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 0

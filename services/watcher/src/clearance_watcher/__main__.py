@@ -17,9 +17,9 @@ from opentelemetry.trace import Tracer
 from prometheus_client import CollectorRegistry
 
 from clearance import bus, stopping
+from clearance.entrypoint import Command, run_command
 from clearance.kube import Kube, KubeConfig, KubeError, user_agent
-from clearance.settings import OTEL_HELP, SettingsError
-from clearance.telemetry import HealthServer, setup_logging, setup_tracing
+from clearance.telemetry import HealthServer, setup_tracing
 from clearance_watcher.metrics import WatcherMetrics
 from clearance_watcher.service import Watcher
 from clearance_watcher.settings import WatcherSettings
@@ -27,28 +27,20 @@ from clearance_watcher.settings import WatcherSettings
 log = logging.getLogger("clearance_watcher")
 
 PROG = "clearance-watcher"
-USAGE = f"usage: {PROG} [--help]   (configuration from environment variables)"
+COMMAND = Command(
+    prog=PROG,
+    usage=f"usage: {PROG} [--help]   (configuration from environment variables)",
+    unexpected="{prog}: unexpected arguments {words!r}\n{usage}",
+    invalid="{prog}: invalid setting: {error}",
+    invalid_each=True,
+)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = list(sys.argv[1:] if argv is None else argv)
-    if any(a in ("-h", "--help") for a in args):
-        print(USAGE)
-        print()
-        print(WatcherSettings.render_help(), end="")
-        print()
-        print(OTEL_HELP, end="")
-        return 0
-    if args:
-        print(f"{PROG}: unexpected arguments {' '.join(args)!r}\n{USAGE}", file=sys.stderr)
-        return 2
-    try:
-        settings = WatcherSettings.from_env()
-    except SettingsError as exc:
-        for problem in exc.problems:
-            print(f"{PROG}: invalid setting: {problem}", file=sys.stderr)
-        return 2
-    setup_logging(settings.log_level, fmt=settings.log_format)
+    return run_command(COMMAND, WatcherSettings, _serve, argv)
+
+
+def _serve(settings: WatcherSettings) -> int:
     try:
         return asyncio.run(run(settings))
     except KeyboardInterrupt:

@@ -1,0 +1,119 @@
+"""How a Clearance service command starts: ``--help``, no arguments, settings, logging, run.
+
+Configuration comes only from the environment, so a command takes no argument but ``--help``.
+:func:`run_command` is each service's ``main``: ``--help`` prints the usage, every setting
+(:func:`~clearance.settings.render_help`) and the OpenTelemetry variables and exits 0; any
+other argument, or a setting that does not parse, is reported on stderr with exit code 2 and
+no traceback; otherwise logging is set up from the settings and the service runs, its result
+being the exit code. The order and the exit codes are shared; the words are each command's
+own, kept in its :class:`Command`. :func:`load_settings` is the same parse for a command
+that raises :class:`SystemExit` instead of returning a code.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import IO, TypeVar
+
+from clearance.settings import OTEL_HELP, CommonSettings, Settings, SettingsError, render_help
+from clearance.telemetry import setup_logging
+
+__all__ = ["Command", "load_settings", "parse_command_line", "run_command"]
+
+S = TypeVar("S", bound=Settings)
+C = TypeVar("C", bound=CommonSettings)
+
+
+@dataclass(frozen=True, slots=True)
+class Command:
+    """A command's own words. The messages are templates over ``{prog}``, ``{usage}``,
+    ``{args}`` (the arguments, a list), ``{words}`` (the arguments joined by spaces) and
+    ``{error}``; each is written as one line (or more) ending in a newline."""
+
+    prog: str
+    usage: str
+    """What ``--help`` prints first, before the settings (no trailing newline)."""
+    unexpected: str = "{prog}: unexpected arguments {args!r}; see --help"
+    """What stderr says to arguments other than ``--help``."""
+    invalid: str = "{prog}: {error}"
+    """What stderr says to settings that do not parse; ``{error}`` names every problem."""
+    invalid_each: bool = False
+    """Say ``invalid`` once per problem instead, ``{error}`` being that problem's line."""
+    title: str | None = None
+    """The heading of the settings in ``--help`` (default: the settings class's own)."""
+
+    def say(self, template: str, *, args: Sequence[str] = (), error: str = "") -> str:
+        words = " ".join(args)
+        return template.format(
+            prog=self.prog, usage=self.usage, args=list(args), words=words, error=error
+        )
+
+
+def parse_command_line(
+    command: Command,
+    cls: type[S],
+    argv: Sequence[str] | None = None,
+    *,
+    environ: Mapping[str, str] | None = None,
+    out: IO[str] | None = None,
+    err: IO[str] | None = None,
+) -> S | int:
+    """The settings to run with, or the exit code when there is nothing to run."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    stdout = out if out is not None else sys.stdout
+    stderr = err if err is not None else sys.stderr
+    if any(arg in ("-h", "--help") for arg in args):
+        settings_help = render_help(cls, title=command.title)
+        stdout.write(f"{command.usage}\n\n{settings_help}\n{OTEL_HELP}")
+        return 0
+    if args:
+        stderr.write(command.say(command.unexpected, args=args) + "\n")
+        return 2
+    try:
+        return cls.from_env(environ)
+    except SettingsError as exc:
+        for error in exc.problems if command.invalid_each else [str(exc)]:
+            stderr.write(command.say(command.invalid, error=error) + "\n")
+        return 2
+
+
+def run_command(
+    command: Command,
+    cls: type[C],
+    serve: Callable[[C], int],
+    argv: Sequence[str] | None = None,
+) -> int:
+    """A service's ``main``: parse, set up logging, ``serve(settings)``; the exit code."""
+    parsed = parse_command_line(command, cls, argv)
+    if isinstance(parsed, int):
+        return parsed
+    setup_logging(parsed.log_level, fmt=parsed.log_format)
+    return serve(parsed)
+
+
+def load_settings(
+    cls: type[S],
+    argv: Sequence[str] | None = None,
+    *,
+    prog: str,
+    description: str = "",
+    environ: Mapping[str, str] | None = None,
+    out: IO[str] | None = None,
+    err: IO[str] | None = None,
+) -> S:
+    """The settings of a command that exits (:class:`SystemExit`) instead of returning:
+    0 after ``--help``, 2 for arguments or a bad value."""
+    command = Command(
+        prog=prog,
+        usage=f"usage: {prog} [--help]" + (f"\n\n{description}" if description else ""),
+        unexpected="{prog}: unexpected arguments {words!r}; "
+        "configuration comes from environment variables (see {prog} --help)",
+        invalid="{prog}: {error}\n(see {prog} --help)",
+        title=f"{prog} is configured by these variables:",
+    )
+    parsed = parse_command_line(command, cls, argv, environ=environ, out=out, err=err)
+    if isinstance(parsed, int):
+        raise SystemExit(parsed)
+    return parsed
