@@ -13,6 +13,7 @@ import logging
 from datetime import UTC, datetime
 from typing import Final, Literal
 
+from clearance.events import AppWrapperRef
 from clearance.kube import EVENTS, Kube, KubeError
 
 log = logging.getLogger(__name__)
@@ -84,3 +85,33 @@ async def record_event(
         )
         return False
     return True
+
+
+async def record_appwrapper_event(
+    kube: Kube,
+    appwrapper: AppWrapperRef,
+    *,
+    api_version: str,
+    component: str,
+    reason: str,
+    message: str,
+    type_: EventType = "Warning",
+    key: str = "",
+) -> bool:
+    """:func:`record_event` about ``appwrapper`` (of ``api_version``, the served AppWrapper
+    group/version) on behalf of ``component``: the dispatcher's and the tracker's Events."""
+    return await record_event(
+        kube,
+        involved={
+            "apiVersion": api_version,
+            "kind": "AppWrapper",
+            "namespace": appwrapper.namespace,
+            "name": appwrapper.name,
+            "uid": appwrapper.uid,
+        },
+        reason=reason,
+        message=message,
+        type_=type_,
+        component=component,
+        key=key,
+    )

@@ -26,7 +26,7 @@ from clearance.bus import BusMetrics
 from clearance.discovery import Discovery
 from clearance.events import AppWrapperRef, Event
 from clearance.kube import Kube, Resource
-from clearance.recording import record_event
+from clearance.recording import record_appwrapper_event
 from clearance_dispatcher import triage
 from clearance_dispatcher.metrics import DispatcherMetrics
 from clearance_dispatcher.settings import DispatcherSettings
@@ -74,10 +74,12 @@ class Runtime:
     ) -> None:
         self.settings = settings
         self.kube = kube
-        self.js = js
         self.tracer = tracer
         self.metrics = metrics
-        self.bus_metrics = bus_metrics
+        self.events = bus.EventPublisher(
+            js, tracer=tracer, metrics=bus_metrics, fence=lambda: kube.fence
+        )
+        """Where this replica's events leave, fenced like its API writes (``kube.fence``)."""
         self.clock = clock or (lambda: datetime.now(UTC))
         initial: StorageKind = "annotations" if settings.bookkeeping == "annotations" else "status"
         self.storage = storage or Bookkeeping(initial)
@@ -139,39 +141,23 @@ class Runtime:
         meta = entry.raw["metadata"]
         return AppWrapperRef(namespace=meta["namespace"], name=meta["name"], uid=meta["uid"])
 
-    def involved(self, entry: Entry) -> dict[str, str]:
-        meta = entry.raw["metadata"]
-        return {
-            "apiVersion": self.aw_api_version,
-            "kind": "AppWrapper",
-            "namespace": meta["namespace"],
-            "name": meta["name"],
-            "uid": meta["uid"],
-        }
-
     # -- I/O --------------------------------------------------------------------------------
 
     async def publish(self, event: Event, parent: Context | None = None) -> None:
-        await bus.publish_event(
-            self.js,
-            event,
-            tracer=self.tracer,
-            parent=parent,
-            metrics=self.bus_metrics,
-            fence=self.kube.fence,
-        )
+        await self.events.publish(event, parent=parent)
 
     async def warn(
         self, entry: Entry, reason: str, message: str, *, key: str, type_: Any = "Warning"
     ) -> None:
         """A Kubernetes Event on the AppWrapper (``key`` deduplicates it)."""
-        await record_event(
+        await record_appwrapper_event(
             self.kube,
-            involved=self.involved(entry),
+            self.ref(entry),
+            api_version=self.aw_api_version,
+            component=COMPONENT,
             reason=reason,
             message=message,
             type_=type_,
-            component=COMPONENT,
             key=key,
         )
 

@@ -37,7 +37,7 @@ from clearance.events import (
     StuckObject,
 )
 from clearance.kube import Kube
-from clearance.recording import record_event
+from clearance.recording import record_appwrapper_event
 from clearance.telemetry import ContextLogger
 from clearance_tracker import spans
 from clearance_tracker.confirmation import Confirmation
@@ -88,11 +88,13 @@ class Reporter:
         aw_api_version: str,
         clock: Callable[[], datetime],
     ) -> None:
-        self.js = js
         self.kube = kube
         self.tracer = tracer
         self.metrics = metrics
-        self.bus_metrics = bus_metrics
+        self.events = bus.EventPublisher(
+            js, tracer=tracer, metrics=bus_metrics, fence=lambda: kube.fence
+        )
+        """Where the tracker's events leave, fenced like its API writes (``kube.fence``)."""
         self.aw_api_version = aw_api_version
         self.now = clock
         self.diagnosed: dict[str, dict[str, tuple[str, ...]]] = {}
@@ -100,14 +102,7 @@ class Reporter:
         (the tracker's scan turns it into the by-cause stuck gauge)."""
 
     async def publish(self, event: Event, *, parent: Context | None = None) -> None:
-        await bus.publish_event(
-            self.js,
-            event,
-            tracer=self.tracer,
-            parent=parent,
-            metrics=self.bus_metrics,
-            fence=self.kube.fence,
-        )
+        await self.events.publish(event, parent=parent)
 
     # ------------------------------------------------------------ confirmations
 
@@ -305,19 +300,13 @@ class Reporter:
 
     async def warning(self, record: Teardown, *, reason: str, message: str, step: str) -> None:
         """A Kubernetes Warning Event on the AppWrapper (one per attempt and step)."""
-        aw = record.appwrapper
-        await record_event(
+        await record_appwrapper_event(
             self.kube,
-            involved={
-                "apiVersion": self.aw_api_version,
-                "kind": "AppWrapper",
-                "namespace": aw.namespace,
-                "name": aw.name,
-                "uid": aw.uid,
-            },
+            record.appwrapper,
+            api_version=self.aw_api_version,
+            component=COMPONENT,
             reason=reason,
             message=message,
             type_="Warning",
-            component=COMPONENT,
             key=f"{record.attempt}:{step}",
         )

@@ -66,7 +66,7 @@ from clearance.bus.provisioning import (
     ensure_topology,
     find_stream,
 )
-from clearance.bus.publishing import publish, publish_event
+from clearance.bus.publishing import EventPublisher, publish, publish_event
 from clearance.bus.topology import (
     ConsumerSpec,
     KvSpec,
@@ -96,6 +96,7 @@ __all__ = [
     "ConsumerSpec",
     "Decoder",
     "Delivery",
+    "EventPublisher",
     "FencedPublish",
     "Handler",
     "KvSpec",

@@ -12,7 +12,8 @@ import contextlib
 import logging
 import time
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 
 import msgspec
 import nats.errors
@@ -184,6 +185,32 @@ async def publish_event(
         event_type=event.event_type,
         fence=fence,
     )
+
+
+def _unfenced() -> Term | None:
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class EventPublisher:
+    """Where one service replica's events leave: :func:`publish_event` with the replica's
+    JetStream context, tracer, metrics and fencing term. ``fence`` is read at each publish,
+    so the term a new leadership installs applies from then on."""
+
+    js: JetStreamContext
+    tracer: Tracer | None = None
+    metrics: BusMetrics | None = None
+    fence: Callable[[], Term | None] = _unfenced
+
+    async def publish(self, event: Event, *, parent: Context | None = None) -> api.PubAck:
+        return await publish_event(
+            self.js,
+            event,
+            tracer=self.tracer,
+            parent=parent,
+            metrics=self.metrics,
+            fence=self.fence(),
+        )
 
 
 async def _reprovision_for(
