@@ -179,18 +179,20 @@ class NatsCluster:
 
     def freeze(self, node: Node) -> str:
         """SIGSTOP one node: it holds its sockets but answers nothing (a pause, a partition)."""
-        index = self.index(node)
-        pid = self._pid(index)
-        os.kill(pid, signal.SIGSTOP)
+        index = self._signal(node, signal.SIGSTOP)
         self._frozen.add(index)
         return self.names[index]
 
     def thaw(self, node: Node) -> str:
-        index = self.index(node)
-        pid = self._pid(index)
-        os.kill(pid, signal.SIGCONT)
+        index = self._signal(node, signal.SIGCONT)
         self._frozen.discard(index)
         return self.names[index]
+
+    def _signal(self, node: Node, sig: signal.Signals) -> int:
+        """Send ``sig`` to one node's process; returns the node's index."""
+        index = self.index(node)
+        os.kill(self._pid(index), sig)
+        return index
 
     def start_node(self, node: Node, *, timeout: float = DEFAULT_START_TIMEOUT) -> None:
         """Start a stopped or killed node again on its own store (it rejoins and catches up)."""

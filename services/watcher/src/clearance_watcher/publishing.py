@@ -399,17 +399,22 @@ class Publisher:
     def _failed(self, pending: _Pending, exc: BaseException) -> None:
         """Hand the event to the one-by-one path (retries with the same Msg-Id, stream
         re-provisioning, growing pauses); its subject stays blocked until it is stored."""
+        self._stalled(pending, pending.event, exc, "pipelined publish failed")
+        self._spawn(self._publish_traced(pending, None, pause=self.retry_pause))
+
+    def _stalled(self, pending: _Pending, event: KubeEvent, exc: BaseException, what: str) -> None:
+        """One more failed round of `pending` (publishing `event`): counted and logged."""
         pending.rounds += 1
         self.metrics.publish_stalls.inc()
         log.warning(
-            "pipelined publish failed; retrying with the same msg id",
+            f"{what}; retrying with the same msg id",
             extra={
                 "subject": pending.subject,
-                "msg_id": pending.event.msg_id(),
+                "msg_id": event.msg_id(),
+                "rounds": pending.rounds,
                 "error": f"{type(exc).__name__}: {exc}",
             },
         )
-        self._spawn(self._publish_traced(pending, None, pause=self.retry_pause))
 
     async def _publish_traced(
         self, pending: _Pending, traceparent: str | None, *, pause: float = 0.0
@@ -446,17 +451,7 @@ class Publisher:
                     break
                 event, data = smaller
             except (bus.PublishError, nats.errors.Error, TimeoutError) as exc:
-                pending.rounds += 1
-                self.metrics.publish_stalls.inc()
-                log.warning(
-                    "publish keeps failing; retrying with the same msg id",
-                    extra={
-                        "subject": pending.subject,
-                        "msg_id": event.msg_id(),
-                        "rounds": pending.rounds,
-                        "error": f"{type(exc).__name__}: {exc}",
-                    },
-                )
+                self._stalled(pending, event, exc, "publish keeps failing")
                 await asyncio.sleep(min(self.retry_pause * pending.rounds, _MAX_PAUSE))
         pending.event = event
         self._succeeded(pending)
