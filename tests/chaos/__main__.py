@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import platform
 import shlex
 import sys
@@ -96,6 +97,9 @@ async def run(args: argparse.Namespace) -> int:
 
 
 def main() -> None:
+    # The harness's own NATS connection (reading the cycle stream) sees every nats-server crash
+    # the nemesis injects; its reconnect warnings would bury the one line per schedule.
+    logging.getLogger("clearance.bus").setLevel(logging.ERROR)
     sys.exit(asyncio.run(run(parse(sys.argv[1:]))))
 
 

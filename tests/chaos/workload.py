@@ -315,7 +315,10 @@ class Driver:
         if not plan.delete_mid_teardown or plan.name in self.deleted or aw is None:
             return
         clearance = (aw.get("status") or {}).get("clearance") or {}
-        if clearance.get("tearingDown") is None:
+        # A teardown whose objects were already gone is decided and cleared within a few
+        # milliseconds, between two of the driver's 200 ms rounds: `cycleAttempt`, written with
+        # the decision and kept after the redispatch, says a teardown was decided all the same.
+        if clearance.get("tearingDown") is None and clearance.get("cycleAttempt") is None:
             return
         code, _ = await self._call("DELETE", f"{AW_PATH}/{plan.name}")
         if code < 300 or code == 404:

@@ -7,10 +7,10 @@ import dataclasses
 from datetime import timedelta
 from typing import Any
 
-from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 from tests.dispatcher.unit_support import T0
+from tests.support.modelcheck import model_settings
 
 from clearance.bookkeeping import ClearanceStatus, parse, render
 from clearance_dispatcher import transitions as tr
@@ -281,5 +281,6 @@ class CycleOrders(RuleBasedStateMachine):
         assert cl.phase not in ("TearingDown",) or cl.tearing_down == cl.attempt
 
 
-CycleOrders.TestCase.settings = settings(max_examples=300, stateful_step_count=30, deadline=None)
+# Issue 14 Acceptance 3: at least 2,000 examples per state machine in `make test`.
+CycleOrders.TestCase.settings = model_settings(examples=2000, steps=30)
 test_no_order_of_events_dispatches_an_attempt_before_the_previous_one_cleared = CycleOrders.TestCase
