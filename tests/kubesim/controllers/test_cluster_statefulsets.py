@@ -137,19 +137,43 @@ async def test_ordered_ready_creates_each_ordinal_after_the_previous_is_ready(
         assert became_ready < added, seen
 
 
+UNSCHEDULABLE = {"nodeSelector": {"kubesim.dev/no-such-node": "true"}}
+"""A pod spec that no node matches: its pods stay Pending, never Ready."""
+
+
+async def _create_unschedulable_set(apps: k8s.AppsV1Api, policy: str) -> None:
+    """A 3-replica set of ``policy`` whose pods can never be scheduled, hence never Ready."""
+    manifest = statefulset("db", 3, podManagementPolicy=policy)
+    manifest["spec"]["template"]["spec"].update(UNSCHEDULABLE)
+    await apps.create_namespaced_stateful_set(NS, manifest)
+
+
+async def _pods_once_at_least(core: k8s.CoreV1Api, count: int) -> set[str]:
+    async def enough() -> set[str] | None:
+        names = set(await pods_by_name(core))
+        return names if len(names) >= count else None
+
+    return await eventually(enough, timeout=10, what=f"{count} pods created")
+
+
 async def test_parallel_creates_all_pods_without_waiting(
     cluster: Cluster, api: k8s.ApiClient, core: k8s.CoreV1Api
 ) -> None:
-    apps = k8s.AppsV1Api(api)
-    await apps.create_namespaced_stateful_set(
-        NS, statefulset("db", 3, podManagementPolicy="Parallel")
-    )
-    await until_ready(apps, "db", 3)
-    writes = await history(cluster, resource="pods", namespace=NS)
-    order = [w["name"] for w in writes]
-    first_modified = next(i for i, w in enumerate(writes) if w["type"] == "MODIFIED")
-    added_before = {w["name"] for w in writes[:first_modified] if w["type"] == "ADDED"}
-    assert added_before == {"db-0", "db-1", "db-2"}, order
+    """Parallel does not wait for an ordinal to be Ready: with pods that can never be scheduled,
+    all three exist (judged without racing the scheduler: nothing here is ever Ready)."""
+    await _create_unschedulable_set(k8s.AppsV1Api(api), "Parallel")
+    assert await _pods_once_at_least(core, 3) == {"db-0", "db-1", "db-2"}
+
+
+async def test_ordered_ready_holds_the_next_ordinal_while_the_previous_is_not_ready(
+    cluster: Cluster, api: k8s.ApiClient, core: k8s.CoreV1Api
+) -> None:
+    """The same set under OrderedReady stops at db-0: the contrast that gives the Parallel test
+    its meaning."""
+    await _create_unschedulable_set(k8s.AppsV1Api(api), "OrderedReady")
+    assert await _pods_once_at_least(core, 1) == {"db-0"}
+    await asyncio.sleep(1.0)  # several controller passes (its resync included) later
+    assert set(await pods_by_name(core)) == {"db-0"}
 
 
 async def test_a_terminating_pod_holds_its_slot_until_it_is_gone(
