@@ -479,7 +479,7 @@ async def test_trace_context_crosses_publish_to_consume(
     assert consumer.parent.is_remote
     assert consumer.attributes is not None
     assert consumer.attributes["messaging.consumer.group.name"] == unique_names.durable
-    assert consumer.attributes["messaging.nats.delivery_count"] == 1
+    assert consumer.attributes["clearance.nats.delivery_count"] == 1
 
 
 async def test_a_consumer_deleted_on_the_server_is_recreated(

@@ -23,6 +23,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
+import importlib
+import pkgutil
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -34,6 +37,8 @@ import msgspec
 import pytest
 from nats.aio.client import Client as NatsClient
 from nats.js import api
+from opentelemetry.semconv import attributes as semconv_stable
+from opentelemetry.semconv._incubating import attributes as semconv_incubating
 from tests.support.incarnations import incarnation_violations
 from tests.support.polling import eventually as eventually  # the one eventually, re-exported
 
@@ -633,11 +638,31 @@ def span_attempt(span: ReceivedSpan) -> object:
 
 
 def span_appwrapper(span: ReceivedSpan) -> object:
-    # clearance.attributes names; the older spellings until every service uses them
-    for key in (attributes.APPWRAPPER_NAME, "appwrapper.name", "clearance.aw.name"):
-        if key in span.attributes:
-            return span.attributes[key]
-    return None
+    return span.attributes.get(attributes.APPWRAPPER_NAME)
+
+
+@functools.cache
+def semconv_names() -> frozenset[str]:
+    """Every attribute name the installed OpenTelemetry semantic conventions define."""
+    names: set[str] = set()
+    for package in (semconv_stable, semconv_incubating):
+        for module in pkgutil.iter_modules(package.__path__):
+            found = importlib.import_module(f"{package.__name__}.{module.name}")
+            names.update(v for k, v in vars(found).items() if k.isupper() and isinstance(v, str))
+    return frozenset(names)
+
+
+def unconventional_attributes(trace: Sequence[ReceivedSpan]) -> list[str]:
+    """``service: span: key`` for each attribute that is neither a semantic-convention name
+    nor under our one ``clearance.`` namespace (issue 15 Build 5)."""
+    return sorted(
+        {
+            f"{s.service}: {s.name}: {key}"
+            for s in trace
+            for key in s.attributes
+            if not key.startswith("clearance.") and key not in semconv_names()
+        }
+    )
 
 
 def orphans(trace: Sequence[ReceivedSpan]) -> list[ReceivedSpan]:
@@ -710,6 +735,8 @@ async def check_cycle_trace(
         for s in lost
     ]
     assert {"clearance-dispatcher", "clearance-tracker"} <= {s.service for s in trace}
+    unconventional = unconventional_attributes(trace)
+    assert unconventional == [], unconventional
     strays = [
         s.name
         for s in receiver.spans

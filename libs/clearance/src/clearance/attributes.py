@@ -70,6 +70,20 @@ STUCK_OBJECT_COUNT: Final = "clearance.stuck_object_count"
 FORCED_OBJECT_COUNT: Final = "clearance.forced_object_count"
 UNFINALIZED_OBJECT_COUNT: Final = "clearance.unfinalized_object_count"
 
+# The semantic conventions define system-specific messaging attributes for Kafka, RabbitMQ and
+# others but none for NATS, and custom names must not be put in their namespaces: the JetStream
+# facts of a publish or a delivery are ours.
+NATS_STREAM: Final = "clearance.nats.stream"
+"""The JetStream stream that stored (or delivered) the message."""
+NATS_SEQUENCE: Final = "clearance.nats.sequence"
+"""Its stream sequence number."""
+NATS_DUPLICATE: Final = "clearance.nats.duplicate"
+"""True when JetStream dropped the publish as a duplicate of its Msg-Id."""
+NATS_PUBLISH_ATTEMPTS: Final = "clearance.nats.publish_attempts"
+"""Attempts a publish needed (set only when more than one)."""
+NATS_DELIVERY_COUNT: Final = "clearance.nats.delivery_count"
+"""How many times JetStream has delivered this message (1 = first delivery)."""
+
 Attributes = dict[str, str | int | bool]
 
 

@@ -23,6 +23,7 @@ from nats.js import JetStreamContext
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode, Tracer
 
+from clearance import attributes
 from clearance.bus.backoff import DEFAULT_HANDLER_BACKOFF, RetryPolicy
 from clearance.bus.dlq import copy_to_dlq
 from clearance.bus.errors import BusError, PublishError, Retry, StreamUnavailableError
@@ -372,9 +373,9 @@ class Consumer(Generic[T]):
                 "messaging.consumer.group.name": self.name,
                 "messaging.message.id": delivery.msg_id or "",
                 "messaging.message.body.size": len(msg.data),
-                "messaging.nats.stream": delivery.stream,
-                "messaging.nats.sequence": delivery.stream_sequence,
-                "messaging.nats.delivery_count": delivery.num_delivered,
+                attributes.NATS_STREAM: delivery.stream,
+                attributes.NATS_SEQUENCE: delivery.stream_sequence,
+                attributes.NATS_DELIVERY_COUNT: delivery.num_delivered,
             },
         ) as span:
             try:

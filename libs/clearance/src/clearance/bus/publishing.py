@@ -23,6 +23,7 @@ from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.trace import SpanKind, Status, StatusCode, Tracer
 
+from clearance import attributes
 from clearance.bus.backoff import DEFAULT_PUBLISH_RETRY, RetryPolicy
 from clearance.bus.errors import FencedPublish, PublishError, StreamUnavailableError
 from clearance.bus.headers import MSG_ID
@@ -124,11 +125,11 @@ async def publish(
                 last = exc
                 reason = "reconnecting"
             else:
-                span.set_attribute("messaging.nats.stream", ack.stream)
-                span.set_attribute("messaging.nats.sequence", ack.seq)
-                span.set_attribute("messaging.nats.duplicate", bool(ack.duplicate))
+                span.set_attribute(attributes.NATS_STREAM, ack.stream)
+                span.set_attribute(attributes.NATS_SEQUENCE, ack.seq)
+                span.set_attribute(attributes.NATS_DUPLICATE, bool(ack.duplicate))
                 if attempt > 1:
-                    span.set_attribute("messaging.nats.publish_attempts", attempt)
+                    span.set_attribute(attributes.NATS_PUBLISH_ATTEMPTS, attempt)
                 if metrics is not None:
                     metrics.published.labels(ack.stream, kind).inc()
                     if ack.duplicate:
