@@ -13,7 +13,13 @@ from typing import Any
 import pytest
 from nats.js.errors import NotFoundError
 
-from clearance.natsserver import NatsServer, NatsServerError, find_nats_server, nats_server_version
+from clearance.natsserver import (
+    NatsServer,
+    NatsServerError,
+    find_nats_server,
+    free_port,
+    nats_server_version,
+)
 
 EXPECTED_VERSION = "2.15.1"
 
@@ -67,6 +73,26 @@ def test_start_failure_names_the_port_and_shows_the_log(
     with pytest.raises(NatsServerError, match=str(taken.port)):
         clash.start(timeout=5)
     assert not clash.running
+
+
+def test_drawn_ports_sit_below_the_kernels_ephemeral_range() -> None:
+    floor = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    ports = {free_port() for _ in range(20)}
+    assert all(10_000 <= port < floor for port in ports), ports
+
+
+def test_a_first_start_that_loses_its_port_race_draws_new_ports(tmp_path: Path) -> None:
+    server = NatsServer(tmp_path / "store")
+    taken = server.monitor_port
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as squatter:
+        squatter.bind(("127.0.0.1", taken))
+        squatter.listen()
+        try:
+            server.start()
+            assert server.monitor_port != taken
+            assert server.running
+        finally:
+            server.stop()
 
 
 async def test_restart_keeps_the_store_and_the_port(

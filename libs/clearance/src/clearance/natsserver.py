@@ -21,6 +21,7 @@ import atexit
 import contextlib
 import ctypes
 import os
+import random
 import re
 import shutil
 import signal
@@ -100,12 +101,41 @@ def nats_server_version(binary: Path) -> str:
     return match.group(1)
 
 
-def free_port(host: str = "127.0.0.1") -> int:
-    """Ask the kernel for a currently free TCP port on ``host``.
+_PORT_RANGE_FILE: Final = Path("/proc/sys/net/ipv4/ip_local_port_range")
+_LOWEST_LISTEN_PORT: Final = 10_000
+_PORT_TRIES: Final = 200
+_BIND_RETRIES: Final = 3
 
-    There is an unavoidable window between closing this probe socket and the server
-    binding the port; a collision surfaces as a start failure naming the port.
+
+def _ephemeral_floor() -> int:
+    """The lowest port the kernel hands to outgoing connections (32768 by default)."""
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        return int(_PORT_RANGE_FILE.read_text().split()[0])
+    return 32_768
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port on ``host`` that is free now, chosen *below* the ephemeral range.
+
+    Ports the kernel picks for ``bind(0)`` come from the same range it uses for the local
+    side of outgoing connections, so on a busy machine a client socket could take the
+    port between this probe and the server's bind (CI saw nats-server fail with "address
+    already in use" under two pytest workers). Listening ports are therefore drawn at
+    random from 10000 up to the ephemeral floor, where only other listeners compete; a
+    collision left (two probes drawing the same port) surfaces as a start failure that
+    :class:`NatsServer` retries with new ports.
     """
+    ceiling = _ephemeral_floor()
+    rng = random.SystemRandom()
+    if ceiling - _LOWEST_LISTEN_PORT >= 1_000:
+        for _ in range(_PORT_TRIES):
+            port = rng.randrange(_LOWEST_LISTEN_PORT, ceiling)
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+                try:
+                    sock.bind((host, port))
+                except OSError:
+                    continue
+                return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
         return int(sock.getsockname()[1])
@@ -154,6 +184,9 @@ class NatsServer:
         self.host = host
         self.port = port if port is not None else free_port(host)
         self.monitor_port = monitor_port if monitor_port is not None else free_port(host)
+        # Ports we drew ourselves may be redrawn while the server has never run (a race
+        # lost to another listener); once it ran, clients know its URL and it keeps it.
+        self._may_redraw_ports = port is None and monitor_port is None
         self.binary = binary if binary is not None else find_nats_server()
         self.extra_args = extra_args
         self.log_file = (
@@ -210,8 +243,16 @@ class NatsServer:
 
     def start(self, *, timeout: float = DEFAULT_START_TIMEOUT) -> NatsServer:
         """Spawn the server and block until JetStream reports healthy."""
-        self._spawn()
-        self._wait_ready_blocking(timeout)
+        for attempt in range(_BIND_RETRIES + 1):
+            self._spawn()
+            try:
+                self._wait_ready_blocking(timeout)
+            except NatsServerError as exc:
+                if not self._redraw_ports_after(exc, attempt=attempt):
+                    raise
+                continue
+            break
+        self._may_redraw_ports = False
         return self
 
     def spawn(self) -> None:
@@ -261,8 +302,16 @@ class NatsServer:
         shutil.rmtree(self.store_dir, ignore_errors=True)
 
     async def astart(self, *, timeout: float = DEFAULT_START_TIMEOUT) -> NatsServer:
-        self._spawn()
-        await self._wait_ready_async(timeout)
+        for attempt in range(_BIND_RETRIES + 1):
+            self._spawn()
+            try:
+                await self._wait_ready_async(timeout)
+            except NatsServerError as exc:
+                if not self._redraw_ports_after(exc, attempt=attempt):
+                    raise
+                continue
+            break
+        self._may_redraw_ports = False
         return self
 
     async def astop(self, *, grace: float = _STOP_GRACE) -> None:
@@ -317,6 +366,16 @@ class NatsServer:
             self._log_handle = None
             raise NatsServerError(f"cannot start {self.binary}: {exc}") from exc
         _LIVE.add(self)
+
+    def _redraw_ports_after(self, failure: NatsServerError, *, attempt: int) -> bool:
+        """After a lost port race on a first start, draw new ports; False to give up."""
+        if not self._may_redraw_ports or attempt >= _BIND_RETRIES:
+            return False
+        if "address already in use" not in str(failure):
+            return False
+        self.port = free_port(self.host)
+        self.monitor_port = free_port(self.host)
+        return True
 
     def _probe(self) -> bool:
         """One readiness probe; raises if the process already exited."""
