@@ -15,6 +15,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from e2e_support import Write, attempts_from_history, coexistence_violations
@@ -88,7 +90,13 @@ def test_ctrl_c_mid_demo_leaves_no_process_behind(tmp_path: Path) -> None:
         time.sleep(0.2)
     assert leftovers(str(workdir)), "the demo's processes should be running by now"
     os.killpg(demo.pid, signal.SIGINT)  # what Ctrl-C in a terminal does
-    code = demo.wait(timeout=30)
+    try:
+        code = demo.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        pytest.fail(
+            f"the demo did not exit 30 s after Ctrl-C; still running: {leftovers(str(workdir))}\n"
+            + log.read_text()
+        )
     assert code == 130, log.read_text()
     assert wait_gone(str(workdir), timeout=10) == [], log.read_text()
 

@@ -47,6 +47,8 @@ Workload = Literal["pod", "pytorchjob"]
 WORKLOADS: Final[tuple[Workload, ...]] = ("pod", "pytorchjob")
 EVENTS_FILE: Final = "events.jsonl"
 HISTORY_FILE: Final = "kubesim-history.json"
+DRAIN_TIMEOUT_S: Final = 2.0
+"""How long the demo waits for its NATS connection to drain before closing it."""
 
 KUBESIM_FLAGS: tuple[str, ...] = (
     "--node-monitor-grace", "2s",
@@ -215,8 +217,14 @@ async def run_scenario(
             with contextlib.suppress(Exception):
                 await asyncio.gather(*followers, return_exceptions=True)
             await kube.close()
+            # Bounded: after Ctrl-C the nats-server got the SIGINT too, and an unbounded
+            # drain would wait out nats-py's 30 s drain timeout on a server that is gone.
             with contextlib.suppress(Exception):
-                await nc.drain()
+                async with asyncio.timeout(DRAIN_TIMEOUT_S):
+                    await nc.drain()
+            if not nc.is_closed:
+                with contextlib.suppress(Exception):
+                    await nc.close()
             keep.close()
         await narration.print_trace(stack, narrator)
         out("\nkey metrics:")
