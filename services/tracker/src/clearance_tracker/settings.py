@@ -162,8 +162,14 @@ class TrackerSettings(CommonSettings):
         metadata=doc("Durable pull consumer on CLEARANCE_KUBE for pod and item events."),
     )
     consumer_concurrency: int = field(
-        default=16,
-        metadata=doc("Messages handled at once per consumer.", check=_at_least_one),
+        default=64,
+        metadata=doc(
+            "Messages handled at once per consumer. A handler holds its slot across KV\n"
+            "round trips (and, for a teardown's last DELETED, its final LIST and `cleared`),\n"
+            "so a burst is bound by slots x round-trip time: 64 keeps a 1,000-teardown burst\n"
+            "CPU-bound rather than waiting (16: ~10 % slower; 256: more memory, little gain).",
+            check=_at_least_one,
+        ),
     )
     ack_wait: Seconds = field(
         default=30.0,
