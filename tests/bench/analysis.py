@@ -64,24 +64,25 @@ NOTES: dict[str, dict[str, str]] = {
     },
     "teardowns": {
         "bottleneck": (
-            "The tracker process is CPU-bound during the burst (its CPU seconds during the "
-            "burst ≈ the burst's wall time: ~0.9 ms of CPU per DELETED). The profile: per "
-            "object a CAS write of the record (a KV publish with PubAck), a "
-            "`deletion.confirmed` span plus an audit event with its own PRODUCER span and "
-            "PubAck (`Reporter._confirmations` → `bus.publish`: 8,000 extra JetStream "
-            "publishes), and the consumer's per-message span and decode; per teardown the "
-            "final quorum LIST, two CAS writes and the `cleared` publish. Periodic "
-            "verifications falling due during the burst used to GET each unconfirmed object in "
-            "turn; since issue 16 they take one LIST per namespace and kind instead."
+            "The tracker process is CPU-bound during the burst (~0.8-0.95 ms of tracker CPU "
+            "per DELETED on the shared 2-core machine, 1,000 x 8). Profile (pyinstrument, "
+            "self time): `socket.send` under nats-py's `_flusher` is the largest single item "
+            "(~12 % of busy time: one flush per KV CAS request, ack, fetch and publish), then "
+            "msgspec decode (records from the KV watch, LIST items, events), OpenTelemetry "
+            "span creation (consumer span per message, `deletion.confirmed` span per object), "
+            "aiohttp's per-request `to_thread` in the kube client, and the event loop's own "
+            "task switching. Per DELETED: consumer span + decode + ack, a group-committed CAS "
+            "of the record (usually 2 writes per teardown); per teardown: the final LIST "
+            "(coalesced per namespace: ~1 per 20 teardowns), the verification CAS, `cleared` "
+            "and the published-mark CAS, and 1-2 batched `deletion.confirmed` events (issue 16: "
+            "they were one per object)."
         ),
         "fix": (
-            "(1) Batch the audit events: one `deletion.confirmed` per teardown and commit "
-            "(listing the objects), published without awaiting each PubAck - they are audit, "
-            "the KV record holds the fact. (2) Group-commit the confirmations of one consumer "
-            "fetch batch per record (8 DELETED of one teardown → one CAS). (3) Skip periodic "
-            "verification of a record while kube events for it are queued. (4) Raise the kube "
-            "consumer's concurrency and fetch batch. Each of (1) and (2) removes about a third "
-            "of the per-object CPU."
+            "(1) Fold the `published` mark into the next write instead of a second CAS after "
+            "`cleared`. (2) Ack a fetched batch with one flush (nats-py flushes per ack). "
+            "(3) A cheaper consumer span (or sampling it off during bursts). (4) Keep an "
+            "uncompressed record only in the view, not a second decode per watch echo of our "
+            "own writes (the view already holds the version we wrote)."
         ),
     },
     "watcher_publish": {
@@ -100,15 +101,20 @@ NOTES: dict[str, dict[str, str]] = {
     },
     "tracker_growth": {
         "bottleneck": (
-            "Not measured in this run: at 5,000 teardowns the tracker had not recorded them "
-            "after ~115 s (1,000 take ~2 s), so the run was stopped to keep `make bench` "
-            "within its time budget (the growth row shows the error). Recording is "
-            "superlinear in the number of open records; not profiled yet."
+            "Recording was superlinear for two reasons, both fixed in issue 16: kubesim "
+            "answered a namespaced LIST by sorting every object of the kind (now a namespace "
+            "index), and every open teardown fell due for a periodic re-check each "
+            "`verify_interval` (10,000 open records = 1,000 LIST + CAS a second; a 10,000 run "
+            "had made 121,227 verifications for 8,496 recorded teardowns). Re-checks are now "
+            "capped (`CLEARANCE_VERIFY_RATE`). Measured after the fixes on the shared machine: "
+            "recording 1,000 / 5,000 / 10,000 teardowns in ~2.5 / 13 / 30 s; the 10,000 x 8 "
+            "burst clears in ~88 s at ~0.86 ms of tracker CPU per DELETED, the same per-object "
+            "CPU as at 1,000 (growth ~1.0x): the burst is CPU-bound, see `teardowns`."
         ),
         "fix": (
-            "Profile the recording phase at 5,000 (pyinstrument on the tracker): suspects are "
-            "per-record passes over the whole KV view (`scan`, `_on_record` → "
-            "`next_work`) and each first verification's LIST."
+            "The per-DELETED CPU of the `teardowns` note; then the scan's full pass over every "
+            "record each second (~50 µs a record) would be next at this size: a wakeup heap "
+            "would make it O(due)."
         ),
     },
     "dispatcher_pass": {

@@ -114,7 +114,8 @@ class Streams:
                 if isinstance(event, CycleCleared):
                     self.cleared.setdefault(event.attempt, (event, msg.metadata.timestamp))
                 elif isinstance(event, CycleDeletionConfirmed):
-                    self.confirmed.setdefault(event.object.uid, event.occurred_at)
+                    for confirmed in event.confirmed:
+                        self.confirmed.setdefault(confirmed.object.uid, event.occurred_at)
 
         await js.subscribe("clearance.kube.v1.>", cb=on_kube, ordered_consumer=True)
         await js.subscribe(

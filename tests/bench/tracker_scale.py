@@ -218,11 +218,18 @@ async def _drive(
             bus.publish(js, event.subject(), events.encode(event), msg_id=event.msg_id())
         )
     await gather_limited(publishes, limit=64)
+    unanswered = 0
     while True:
-        recorded = (
-            await tracker_counter(tracker, "clearance_tracker_teardowns_started_total")
-            - recorded_at_start
-        )
+        try:
+            recorded = (
+                await tracker_counter(tracker, "clearance_tracker_teardowns_started_total")
+                - recorded_at_start
+            )
+        except TimeoutError:
+            # The tracker's /metrics did not answer in 5 s (its event loop is busy): reported
+            # as `metrics_unanswered_while_recording`, and the wait goes on.
+            unanswered += 1
+            recorded = 0
         if recorded >= teardowns:
             break
         if time.monotonic() - started > max(240.0, teardowns * 0.05):
@@ -311,6 +318,7 @@ async def _drive(
         "last_deletion_to_cleared_ms": distribution(per_teardown, digits=0),
         "tracker_cpu_seconds_during_burst": round(cpu_seconds, 2),
         "record_seconds": round(record_seconds, 1),
+        "metrics_unanswered_while_recording": unanswered,
         "tracker_rss_idle_mib": round(idle_rss / MiB, 1),
         "tracker_rss_tracking_mib": round(loaded_rss / MiB, 1),
         "tracker_rss_after_burst_mib": round(peak_rss / MiB, 1),

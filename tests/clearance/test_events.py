@@ -199,13 +199,18 @@ def test_republishing_the_same_fact_gives_the_same_msg_id() -> None:
     assert later.msg_id() == sample.msg_id()
 
 
-def test_each_confirmed_object_gets_its_own_msg_id() -> None:
+def test_each_set_of_confirmed_objects_gets_its_own_msg_id() -> None:
     sample = by_type(events.CycleDeletionConfirmed)
+    first, second = sample.confirmed
+    alone = msgspec.structs.replace(sample, confirmed=(first,))
+    assert alone.msg_id().endswith(f":cycle.deletion.confirmed:{first.object.uid}")
+    reordered = msgspec.structs.replace(sample, confirmed=(second, first))
+    assert reordered.msg_id() == sample.msg_id()  # the set names the fact, not the order
+    renamed = msgspec.structs.replace(second.object, uid="other-uid")
     other = msgspec.structs.replace(
-        sample, object=msgspec.structs.replace(sample.object, uid="other-uid")
+        sample, confirmed=(first, msgspec.structs.replace(second, object=renamed))
     )
-    assert sample.msg_id().endswith(f":cycle.deletion.confirmed:{sample.object.uid}")
-    assert other.msg_id() != sample.msg_id()
+    assert len({sample.msg_id(), alone.msg_id(), other.msg_id()}) == 3
 
 
 def test_each_escalation_step_gets_its_own_stuck_alert_id(

@@ -234,7 +234,10 @@ def test_facts_stamped_at_once_are_listed_cause_before_effect() -> None:
     stamp = T0 + timedelta(seconds=9)
     cleared = events.CycleCleared(appwrapper=AW, attempt=1, occurred_at=stamp, cleared_at=stamp)
     gone = events.CycleDeletionConfirmed(
-        appwrapper=AW, attempt=1, occurred_at=stamp, object=POD, how="get_404"
+        appwrapper=AW,
+        attempt=1,
+        occurred_at=stamp,
+        confirmed=(events.ConfirmedObject(object=POD, how="get_404"),),
     )
     x = explain(
         facts(

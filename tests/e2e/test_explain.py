@@ -347,7 +347,8 @@ def timeline(run: ExplainRun, upto: float) -> list[str]:
     for paged in log.of(events.AlertDeletionForced, attempt=1):
         add(paged, "ALERT deletion.forced", f"force-deleted pod {POD}")
     for gone in log.of(events.CycleDeletionConfirmed, attempt=1):
-        add(gone, "deletion.confirmed", f"pod {POD} gone ({gone.how.replace('_', ' ')})")
+        how = gone.confirmed[0].how.replace("_", " ")
+        add(gone, "deletion.confirmed", f"pod {POD} gone ({how})")
     for cleared in log.of(events.CycleCleared, attempt=1):
         add(cleared, "cleared", "1 object(s) confirmed gone, a quorum LIST agrees")
     for again in log.of(events.CycleRedispatched, attempt=2):

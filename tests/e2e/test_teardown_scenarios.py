@@ -297,7 +297,10 @@ async def test_blind_watcher_never_yields_an_early_cleared(launch: Launch) -> No
     # … it was published after the object really went, and not on a watch event nobody sent.
     assert cleared.cleared_at.timestamp() >= released_at
     held = [
-        c for c in log.of(events.CycleDeletionConfirmed, attempt=1) if c.object.name == "blind-0"
+        c
+        for e in log.of(events.CycleDeletionConfirmed, attempt=1)
+        for c in e.confirmed
+        if c.object.name == "blind-0"
     ]
     assert [c.how for c in held if c.how == "watch_deleted"] == []
     history = await scenario.history()

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+from datetime import datetime
+from typing import NamedTuple
 
 from tracker_support import (
     Stack,
@@ -22,11 +24,19 @@ from tracker_support import NAMESPACE  # isort: skip
 SLOW = TeardownPolicy(stuck_alert_seconds=60, force_deletion_seconds=570, pause_seconds=0)
 
 
-def _confirmations(stack: Stack, aw: str) -> dict[str, CycleDeletionConfirmed]:
-    out: dict[str, CycleDeletionConfirmed] = {}
+class Confirmed(NamedTuple):
+    how: str
+    occurred_at: datetime
+
+
+def _confirmations(stack: Stack, aw: str) -> dict[str, Confirmed]:
+    """Each confirmed UID → how and when (from the event that lists it; listed only once)."""
+    out: dict[str, Confirmed] = {}
     for r in stack.recorder.of("cycle.deletion.confirmed", aw=aw):
         assert isinstance(r.event, CycleDeletionConfirmed)
-        out[r.event.object.uid] = r.event
+        for c in r.event.confirmed:
+            assert c.object.uid not in out, f"{c.object.uid} confirmed twice"
+            out[c.object.uid] = Confirmed(c.how, r.event.occurred_at)
     return out
 
 

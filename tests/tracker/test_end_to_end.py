@@ -86,9 +86,10 @@ async def test_watcher_and_tracker_clear_a_job_teardown_from_watch_events(stack:
     assert len(event.confirmed) == 9
     assert not await pods_of(stack, "e2e")
     hows = {
-        r.event.how
+        c.how
         for r in stack.recorder.of("cycle.deletion.confirmed", aw="e2e")
         if isinstance(r.event, CycleDeletionConfirmed)
+        for c in r.event.confirmed
     }
     assert "watch_deleted" in hows, hows
     record = await stack.record(started)

@@ -13,6 +13,7 @@ from clearance_tracker.escalation import (
     due_step,
     next_wakeup,
     stuck_objects_count,
+    verification_due,
 )
 from clearance_tracker.teardown import Clearing
 
@@ -104,6 +105,24 @@ def test_next_wakeup_is_the_earlier_of_verification_and_next_deadline() -> None:
     assert next_wakeup(rec, now=at(58), me="r1", timing=TIMING) == at(60)
     rec = msgspec.structs.replace(rec, last_verified_at=at(50))
     assert next_wakeup(rec, now=at(50), me="r1", timing=TIMING) == at(55)
+
+
+def test_periodic_verification_waits_while_events_still_confirm_objects() -> None:
+    gone = msgspec.structs.replace(tracked("w-1", "u2"), confirmed_at=at(53))
+    rec = msgspec.structs.replace(record(tracked("w-0", "u1"), gone), last_verified_at=at(50))
+    # A confirmation at 53 (after the verification at 50): due 5 s after it, not at 55.
+    assert not verification_due(rec, now=at(57), timing=TIMING)
+    assert verification_due(rec, now=at(58), timing=TIMING)
+    assert next_wakeup(rec, now=at(51), me="r1", timing=TIMING) == at(58)
+    # Confirmations going on and on postpone it by one interval at most.
+    busy = msgspec.structs.replace(
+        rec, objects={**rec.objects, "u2": msgspec.structs.replace(gone, confirmed_at=at(59))}
+    )
+    assert not verification_due(busy, now=at(59), timing=TIMING)
+    assert verification_due(busy, now=at(60), timing=TIMING)
+    # No confirmation since the last verification: the plain interval.
+    quiet = msgspec.structs.replace(rec, last_verified_at=at(54))
+    assert verification_due(quiet, now=at(59), timing=TIMING)
 
 
 def test_stuck_gauge_counts_open_objects_after_the_alert_deadline() -> None:

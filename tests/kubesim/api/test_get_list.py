@@ -213,3 +213,26 @@ async def test_list_at_future_resource_version_answers_once_reached(
     listing = await core_api.list_namespaced_config_map(ns, resource_version=str(future))
     await task
     assert [i.metadata.name for i in listing.items] == ["late"]
+
+
+async def test_namespaced_list_shows_exactly_the_namespaces_current_objects(
+    core_api: k8s.CoreV1Api, ns: str
+) -> None:
+    # The namespace index must follow creates, deletes and re-creates, and keep namespaces
+    # apart; a LIST at an older resourceVersion still answers from history.
+    await core_api.create_namespace({"metadata": {"name": "other"}})
+    for name in ("a", "b", "c"):
+        await core_api.create_namespaced_config_map(ns, {"metadata": {"name": name}})
+    await core_api.create_namespaced_config_map("other", {"metadata": {"name": "a"}})
+    before = await core_api.list_namespaced_config_map(ns)
+    await core_api.delete_namespaced_config_map("b", ns)
+    await core_api.delete_namespaced_config_map("a", ns)
+    await core_api.create_namespaced_config_map(ns, {"metadata": {"name": "a"}})
+    now = await core_api.list_namespaced_config_map(ns)
+    assert [i.metadata.name for i in now.items] == ["a", "c"]
+    other = await core_api.list_namespaced_config_map("other")
+    assert [i.metadata.name for i in other.items] == ["a"]
+    old = await core_api.list_namespaced_config_map(
+        ns, resource_version=before.metadata.resource_version, resource_version_match="Exact"
+    )
+    assert [i.metadata.name for i in old.items] == ["a", "b", "c"]

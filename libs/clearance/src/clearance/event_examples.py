@@ -166,7 +166,13 @@ def examples() -> tuple[events.Event, ...]:
             min_available=2,
         ),
         events.CycleTeardownStarted(**cycle, inventory=(_JOB, _POD)),
-        events.CycleDeletionConfirmed(**cycle, object=_JOB, how="watch_deleted"),
+        events.CycleDeletionConfirmed(
+            **cycle,
+            confirmed=(
+                events.ConfirmedObject(object=_JOB, how="watch_deleted"),
+                events.ConfirmedObject(object=_POD, how="get_404"),
+            ),
+        ),
         events.CycleDeletionForced(**cycle, objects=(_POD,)),
         events.CycleFinalizersRemoved(
             **cycle,

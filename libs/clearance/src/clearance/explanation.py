@@ -153,8 +153,11 @@ def _detail(event: History) -> str:
             return f"requeue #{n}: {reason}"
         case events.CycleTeardownStarted(inventory=inventory, policy=policy):
             return f"deleting {_refs(inventory) or 'nothing listed'}; {_policy(policy)}"
-        case events.CycleDeletionConfirmed(object=obj, how=how):
-            return f"{obj.kind.lower()} {obj.name} gone ({how.replace('_', ' ')})"
+        case events.CycleDeletionConfirmed(confirmed=confirmed):
+            return "; ".join(
+                f"{c.object.kind.lower()} {c.object.name} gone ({c.how.replace('_', ' ')})"
+                for c in confirmed
+            )
         case events.CycleDeletionForced(objects=objs):
             return f"grace-0 delete of {_refs(objs)}"
         case events.CycleFinalizersRemoved(removed=removed):

@@ -92,8 +92,10 @@ def _details(event: events.CycleEvent | events.AlertEvent) -> str:
                 f"deleting {_refs(inventory)}; alert after {policy.stuck_alert_seconds}s, "
                 f"force after {policy.force_deletion_seconds}s"
             )
-        case CycleDeletionConfirmed(object=obj, how=how):
-            return f"{_ref(obj)} gone ({how.replace('_', ' ')})"
+        case CycleDeletionConfirmed(confirmed=confirmed):
+            return "; ".join(
+                f"{_ref(c.object)} gone ({c.how.replace('_', ' ')})" for c in confirmed
+            )
         case CycleDeletionForced(objects=objs):
             return f"force-deleted {_refs(objs)}"
         case CycleFinalizersRemoved(removed=removed):

@@ -150,6 +150,9 @@ class Store:
     ) -> None:
         self.rev = 0
         self._objects: dict[ResourceKey, dict[ObjectKey, dict[str, Any]]] = {}
+        # Namespace index: resource -> namespace -> names, so a namespaced LIST or watch start
+        # reads that namespace's objects instead of scanning (and sorting) every object.
+        self._names_by_ns: dict[ResourceKey, dict[str, set[str]]] = {}
         self._history: deque[Change] = deque(maxlen=history_limit)
         # All changes with rev > horizon are in the ring.
         self.horizon = 0
@@ -172,9 +175,19 @@ class Store:
     def items(
         self, resource: ResourceKey, namespace: str | None = None
     ) -> Iterator[dict[str, Any]]:
-        for (ns, _), obj in self._objects.get(resource, {}).items():
-            if namespace is None or ns == namespace:
+        table = self._objects.get(resource, {})
+        if namespace is None:
+            yield from table.values()
+            return
+        for name in list(self.names_in(resource, namespace)):
+            obj = table.get((namespace, name))
+            if obj is not None:
                 yield obj
+
+    def names_in(self, resource: ResourceKey, namespace: str) -> set[str]:
+        """Names of the current objects of `resource` in `namespace` (the index; do not
+        modify)."""
+        return self._names_by_ns.get(resource, {}).get(namespace, set())
 
     def snapshot(self, resource: ResourceKey, rev: int) -> dict[ObjectKey, dict[str, Any]]:
         """The state of one resource at `rev`, rolled back from now through the ring."""
@@ -232,6 +245,8 @@ class Store:
         self.rev += 1
         meta["resourceVersion"] = str(self.rev)
         table[key] = obj
+        if old is None:
+            self._names_by_ns.setdefault(resource, {}).setdefault(key[0], set()).add(key[1])
         self._commit(
             Change(
                 self.rev,
@@ -251,6 +266,11 @@ class Store:
         old = table.pop((namespace, name), None)
         if old is None:
             return None
+        names = self._names_by_ns.get(resource, {}).get(namespace)
+        if names is not None:
+            names.discard(name)
+            if not names:
+                del self._names_by_ns[resource][namespace]
         self.rev += 1
         gone = dict(old)
         gone["metadata"] = dict(old.get("metadata") or {})
@@ -331,6 +351,7 @@ class Store:
     def drop_resource(self, resource: ResourceKey) -> None:
         """Forget a resource that stopped being served (its CRD was deleted): end its watches."""
         self._objects.pop(resource, None)
+        self._names_by_ns.pop(resource, None)
         for w in self._watchers.pop(resource, set()):
             w.close()
 

@@ -133,14 +133,17 @@ def _refresh(obj: TrackedObject, snapshot: Snapshot) -> TrackedObject:
     return msgspec.structs.replace(obj, **fields)
 
 
-def _same_name(obj: TrackedObject, snapshot: Snapshot) -> bool:
+NameKey = tuple[str, str, str | None, str]
+"""(kind, API group, namespace, name): what "the same name" means for two objects."""
+
+
+def _name_of(obj: TrackedObject) -> NameKey:
+    return (obj.kind, obj.api_version.split("/")[0], obj.namespace, obj.name)
+
+
+def _snapshot_name(snapshot: Snapshot) -> NameKey:
     meta = snapshot.metadata
-    return (
-        obj.kind == snapshot.kind
-        and obj.api_version.split("/")[0] == snapshot.api_version.split("/")[0]
-        and obj.namespace == meta.namespace
-        and obj.name == meta.name
-    )
+    return (snapshot.kind, snapshot.api_version.split("/")[0], meta.namespace, meta.name)
 
 
 # -------------------------------------------------------------------------- applying facts
@@ -155,6 +158,21 @@ class _Builder:
         self.confirmed: list[Confirmation] = []
         self.added: list[TrackedObject] = []
         self.touched = False
+        self._by_name: dict[NameKey, set[str]] | None = None
+
+    def _named(self, snapshot: Snapshot) -> set[str]:
+        """UIDs of tracked objects with the snapshot's kind/namespace/name (an index built at
+        the first fresh read, so a LIST of n objects costs O(n), not O(n x tracked))."""
+        if self._by_name is None:
+            self._by_name = {}
+            for obj in self.objects.values():
+                self._by_name.setdefault(_name_of(obj), set()).add(obj.uid)
+        return self._by_name.get(_snapshot_name(snapshot), set())
+
+    def _track(self, obj: TrackedObject) -> None:
+        self.objects[obj.uid] = obj
+        if self._by_name is not None:
+            self._by_name.setdefault(_name_of(obj), set()).add(obj.uid)
 
     def confirm(self, uid: str, how: ConfirmHow, now: datetime) -> None:
         obj = self.objects.get(uid)
@@ -172,8 +190,9 @@ class _Builder:
             # A fresh read shows the name under another UID: the tracked one is gone (name
             # reused). Only fresh reads prove it: a stale or redelivered event about an
             # older object of the same name must not "confirm" the current one.
-            for other in list(self.objects.values()):
-                if other.uid != meta.uid and not other.gone and _same_name(other, snapshot):
+            for uid in sorted(self._named(snapshot)):
+                other = self.objects[uid]
+                if other.uid != meta.uid and not other.gone:
                     self.confirm(other.uid, "uid_changed", now)
         current = self.objects.get(meta.uid)
         if current is not None:
@@ -191,7 +210,7 @@ class _Builder:
         if source is None:
             return
         obj = track(snapshot, source=source, now=now)
-        self.objects[meta.uid] = obj
+        self._track(obj)
         self.added.append(obj)
         self.touched = True
 
@@ -210,7 +229,7 @@ class _Builder:
             confirmed_at=now,
             confirmed_how="watch_deleted",
         )
-        self.objects[meta.uid] = obj
+        self._track(obj)
         self.added.append(obj)
         self.confirmed.append(Confirmation(obj, "watch_deleted"))
         self.touched = True

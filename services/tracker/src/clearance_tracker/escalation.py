@@ -170,7 +170,29 @@ def verification_due(record: Teardown, *, now: datetime, timing: Timing) -> bool
         return False
     if record.last_verified_at is None or record.clearing is not None:
         return True
-    return now >= after(record.last_verified_at, timing.verify_interval)
+    return now >= periodic_verification_at(record, timing)
+
+
+def periodic_verification_at(record: Teardown, timing: Timing) -> datetime:
+    """When the periodic re-check of an open, verified record is due.
+
+    ``verify_interval`` after the last verification — unless a watch event confirmed one of
+    its objects since: its events are then still arriving (a burst being worked through), and
+    a re-check, which exists for *missed* events, would only race the ones still queued. It
+    then waits for ``verify_interval`` without confirmations, but never longer than twice the
+    interval after the last verification. (The final verification, once every object is
+    confirmed, is not periodic and never waits.)
+    """
+    assert record.last_verified_at is not None
+    due = after(record.last_verified_at, timing.verify_interval)
+    latest = max(
+        (o.confirmed_at for o in record.objects.values() if o.confirmed_at is not None),
+        default=None,
+    )
+    if latest is None or latest <= record.last_verified_at:
+        return due
+    quiet = after(latest, timing.verify_interval)
+    return min(max(due, quiet), after(record.last_verified_at, 2 * timing.verify_interval))
 
 
 def next_wakeup(record: Teardown, *, now: datetime, me: str, timing: Timing) -> datetime | None:
@@ -181,7 +203,7 @@ def next_wakeup(record: Teardown, *, now: datetime, me: str, timing: Timing) -> 
     if record.last_verified_at is None:
         moments.append(now)
     else:
-        moments.append(after(record.last_verified_at, timing.verify_interval))
+        moments.append(periodic_verification_at(record, timing))
     for step in STEPS:
         when = deadline(record, step, timing)
         if when is None or record.step_done(step):

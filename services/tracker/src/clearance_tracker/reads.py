@@ -6,8 +6,8 @@ back into the snapshots the pure rules take (:class:`~clearance.events.PodObject
 (a quorum read) and selects by the AppWrapper label, one per kind the record knows; a kind
 the server does not serve lists as empty and GETs as 404 (its objects cannot exist). Reads
 that fail for another reason raise: the caller retries later rather than conclude anything.
-Batching LISTs across teardowns (one per namespace and kind) would be a change local to
-:meth:`ApiReader.list_all`.
+The LISTs of teardowns verified at once are shared, one per namespace and kind
+(:mod:`.listing`).
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from clearance.discovery import Discovery
 from clearance.events import ItemObject, NodeObject, PodObject
 from clearance.kube import NODES, PODS, Kube, KubeError
 from clearance_tracker.confirmation import GetResult, Missing, Snapshot
+from clearance_tracker.listing import CoalescedLists
 from clearance_tracker.metrics import TrackerMetrics
 from clearance_tracker.teardown import Teardown, TrackedObject
 
@@ -66,14 +67,17 @@ class ApiReader:
         # miss_retry=0: "not served" lets a teardown finish, so it is never an old answer.
         self.resolver = Discovery(kube, miss_retry=0.0, preload=(PODS,))
         self.metrics = metrics
+        self.lists = CoalescedLists(self.list_kind)
+        """Verification LISTs, one per namespace and kind for every teardown asking at once."""
 
     async def list_all(self, record: Teardown) -> Listing:
-        """Quorum LIST by the AppWrapper label of pods and every kind the record knows."""
+        """Quorum LIST by the AppWrapper label of pods and every kind the record knows
+        (coalesced with other teardowns' LISTs of the same namespace and kind)."""
         aw = record.appwrapper
-        selector = labels.selector_for(aw.name)
+        value = labels.value_for(aw.name)
         covered = kinds(record)
         results = await asyncio.gather(
-            *(self.list_kind(api, kind, aw.namespace, selector) for api, kind in covered)
+            *(self.lists.by_label(api, kind, aw.namespace, value) for api, kind in covered)
         )
         return covered, [snapshot for result in results for snapshot in result]
 

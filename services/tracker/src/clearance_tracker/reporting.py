@@ -1,13 +1,14 @@
 """What the tracker tells the world: cycle events, alerts, Warning Events, spans, metrics, logs.
 
 This module owns every message the tracker publishes and how it is worded: the audit trail of
-confirmations (`cycle.deletion.confirmed` with its `deletion.confirmed` span, emitted after the
-fact is in KV), `cycle.cleared` with its `cleared` span and the restart-proof `deletion.await`,
-the ladder's `alert.deletion.stuck` / `alert.node.lost` / `cycle.deletion.forced` /
-`alert.deletion.forced` / `cycle.finalizers.removed`, and the Kubernetes Warning Events on the
-AppWrapper. Every message has a deterministic Msg-Id (per AppWrapper UID, attempt and step or
-object), so a step repeated after a crash publishes nothing new. It decides nothing: the
-caller has already decided, and passes the record and what was found or done.
+confirmations (one `cycle.deletion.confirmed` per record write listing the objects it
+confirmed, with a `deletion.confirmed` span per object, emitted after the fact is in KV),
+`cycle.cleared` with its `cleared` span and the restart-proof `deletion.await`, the ladder's
+`alert.deletion.stuck` / `alert.node.lost` / `cycle.deletion.forced` / `alert.deletion.forced`
+/ `cycle.finalizers.removed`, and the Kubernetes Warning Events on the AppWrapper. Every
+message has a deterministic Msg-Id (per AppWrapper UID, attempt and step or object), so a step
+repeated after a crash publishes nothing new. It decides nothing: the caller has already
+decided, and passes the record and what was found or done.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from clearance.events import (
     AlertDeletionForced,
     AlertDeletionStuck,
     AlertNodeLost,
+    ConfirmedObject,
     CycleCleared,
     CycleDeletionConfirmed,
     CycleDeletionForced,
@@ -114,8 +116,16 @@ class Reporter:
             log.exception("could not report confirmations")
 
     async def _confirmations(self, record: Teardown, confirmed: Iterable[Confirmation]) -> None:
+        """A ``deletion.confirmed`` span per object, and one audit event for them all.
+
+        One event per record write (the facts of a burst of DELETED events, or of one
+        verification, go out together): a burst of N objects costs one JetStream publish per
+        group-committed write instead of N. Its PRODUCER span is a child of the teardown's
+        ``deletion.await``, beside the per-object spans it lists."""
         logger = logger_for(record)
         parent = spans.context_of(record.trace_id, record.await_span_id)
+        reported: list[ConfirmedObject] = []
+        latest = None
         for confirmation in confirmed:
             obj = record.objects.get(confirmation.object.uid)
             if obj is None or obj.confirmed_at is None or obj.confirm_span_id is None:
@@ -140,20 +150,18 @@ class Reporter:
                     "how": confirmation.how,
                 },
             )
-            event = _about(
-                CycleDeletionConfirmed,
-                record,
-                occurred_at=obj.confirmed_at,
-                object=obj.ref(),
-                how=confirmation.how,
-            )
-            try:
-                await self.publish(
-                    event, parent=spans.context_of(record.trace_id, obj.confirm_span_id)
-                )
-            except bus.PublishError as exc:
-                # An audit event: the KV record already holds the fact.
-                logger.warning("deletion.confirmed not published", extra={"error": str(exc)})
+            reported.append(ConfirmedObject(object=obj.ref(), how=confirmation.how))
+            latest = obj.confirmed_at if latest is None else max(latest, obj.confirmed_at)
+        if latest is None:
+            return
+        event = _about(
+            CycleDeletionConfirmed, record, occurred_at=latest, confirmed=tuple(reported)
+        )
+        try:
+            await self.publish(event, parent=parent)
+        except bus.PublishError as exc:
+            # An audit event: the KV record already holds the facts.
+            logger.warning("deletion.confirmed not published", extra={"error": str(exc)})
 
     # ------------------------------------------------------------------ cleared
 

@@ -33,7 +33,7 @@ from clearance.kube import Kube
 from clearance_tracker.commits import RecordWriter
 from clearance_tracker.confirmation import Confirmation
 from clearance_tracker.diagnosis import CAUSE_NAMES, count_causes
-from clearance_tracker.escalation import Timing, next_work, stuck_objects_count
+from clearance_tracker.escalation import Timing, due_step, next_work, stuck_objects_count
 from clearance_tracker.handlers import Handlers
 from clearance_tracker.ladder import Ladder
 from clearance_tracker.metrics import TrackerMetrics
@@ -47,6 +47,10 @@ from clearance_tracker.verification import Verifier
 from clearance_tracker.view import TeardownView
 
 log = logging.getLogger(__name__)
+
+
+SCAN_SLICE = 256
+"""Records a scan looks at between two yields to the event loop."""
 
 
 def utcnow() -> datetime:
@@ -194,7 +198,19 @@ class Tracker:
     def _on_record(self, version: Versioned) -> None:
         record = version.record
         if record.owner == self.me and self._needs_attention(record, self.now()):
+            if self._periodic_only(record, self.now()):
+                return  # periodic re-checks are started by the scan, within verify_rate
             self.poke(record.key)
+
+    def _periodic_only(self, record: Teardown, now: datetime) -> bool:
+        """Is a periodic re-check all that is due? (verified before, not all confirmed, not
+        clearing, no ladder step due: neither a first nor a final verification)."""
+        return (
+            record.last_verified_at is not None
+            and record.clearing is None
+            and not record.all_confirmed
+            and due_step(record, now=now, me=self.me, timing=self.timing) is None
+        )
 
     def _on_forget(self, key: str) -> None:
         self._evaluation_locks.pop(key, None)
@@ -231,7 +247,13 @@ class Tracker:
         owned_open = 0
         causes: Counter[str] = Counter()
         diagnosed = self.reporter.diagnosed
-        for key, version in list(self.view.records.items()):
+        # Periodic re-checks this pass may start (verify_rate); the rest stay due.
+        budget = max(1, int(self.settings.verify_rate * self.settings.scan_interval))
+        for index, (key, version) in enumerate(list(self.view.records.items())):
+            if index and index % SCAN_SLICE == 0:
+                # Let handlers and the health port run: at 10,000 records a pass takes
+                # ~0.5 s of CPU, which in one piece starved /metrics past 5 s.
+                await asyncio.sleep(0)
             record = version.record
             if record.cleared:
                 if retention_over(record, now=now, retention=self.settings.record_retention) and (
@@ -247,8 +269,14 @@ class Tracker:
             stuck += stuck_objects_count(record, now=now, timing=self.timing)
             if key in diagnosed:
                 causes += count_causes((o.uid for o in record.open_objects), diagnosed[key])
-            if self._needs_attention(record, now):
-                self.poke(key)
+            work = next_work(record, now=now, me=self.me, timing=self.timing)
+            if work is None:
+                continue
+            if work == "verify" and self._periodic_only(record, now):
+                if budget <= 0 or key in self._running:
+                    continue
+                budget -= 1
+            self.poke(key)
         self.metrics.objects_stuck.set(stuck)
         for key in [k for k in diagnosed if not self._owned_open(k)]:
             del diagnosed[key]

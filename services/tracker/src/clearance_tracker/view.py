@@ -119,6 +119,9 @@ class TeardownView:
         if deleted:
             self.forget(key)
             return
+        cached = self.records.get(key)
+        if cached is not None and cached.revision >= int(entry.revision or 0):
+            return  # the echo of our own write (already remembered): no second decode
         try:
             record = decode_record(value or b"")
         except msgspec.DecodeError as exc:

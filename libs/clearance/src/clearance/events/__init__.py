@@ -41,10 +41,11 @@ Message ids
 `msg_id()` gives the deterministic `Nats-Msg-Id` used for JetStream dedup:
 
 * cycle and alert events: `<aw-uid>:<attempt>:<type>`, plus a discriminator where one
-  attempt legitimately has several events of a type: the object uid for
-  `cycle.deletion.confirmed`, the step for `alert.deletion.stuck`, the node for
-  `alert.node.lost`. Republishing the same fact after a crash dedups; a new fact
-  never collides with an old one.
+  attempt legitimately has several events of a type: for `cycle.deletion.confirmed`
+  the object uid (one object) or a digest of the sorted uids (several: a uid is confirmed
+  by exactly one record write, so the set names the fact), the step for
+  `alert.deletion.stuck`, the node for `alert.node.lost`. Republishing the same fact
+  after a crash dedups; a new fact never collides with an old one.
 * kube ADDED/MODIFIED: `<kind>:<uid>:<resourceVersion>` (kind: pod, node, appwrapper,
   item — a bare Pod wrapped by an AppWrapper is reported both as `pod` and as `item`, and
   both copies must be stored). The id names the object *state*,
@@ -94,6 +95,7 @@ from clearance.events.codec import (
     encode,
 )
 from clearance.events.cycle import (
+    ConfirmedObject,
     CycleCleared,
     CycleCompleted,
     CycleDeletionConfirmed,
@@ -182,6 +184,7 @@ __all__ = [
     "Cause",
     "ClearanceStatus",
     "Condition",
+    "ConfirmedObject",
     "Container",
     "ControllerRecreating",
     "Count",

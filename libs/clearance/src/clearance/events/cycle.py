@@ -6,6 +6,7 @@ and removed-finalizer records they carry.
 
 from __future__ import annotations
 
+import hashlib
 from typing import Annotated, ClassVar, Literal
 
 from msgspec import Meta, Struct, field
@@ -66,22 +67,37 @@ class CycleTeardownStarted(_CycleEvent, frozen=True, kw_only=True, tag="cycle.te
     policy: TeardownPolicy = field(default_factory=TeardownPolicy)
 
 
+ConfirmHow = Annotated[
+    Literal["watch_deleted", "get_404", "uid_changed", "list_absent"],
+    Meta(
+        description="Evidence: DELETED event, GET 404, same name with a new UID, "
+        "or absent from a quorum LIST."
+    ),
+]
+
+
+class ConfirmedObject(Struct, frozen=True, kw_only=True):
+    """One tracked object confirmed gone, and the evidence."""
+
+    object: ObjectRef
+    how: ConfirmHow
+
+
 class CycleDeletionConfirmed(
     _CycleEvent, frozen=True, kw_only=True, tag="cycle.deletion.confirmed"
 ):
-    """The tracker confirmed that one tracked object is gone."""
+    """The tracker confirmed tracked objects gone: every object one write of the teardown's
+    record confirmed (the DELETED events of a burst, or one verification), in one event.
+    ``occurred_at`` is the latest of their confirmations."""
 
-    object: ObjectRef
-    how: Annotated[
-        Literal["watch_deleted", "get_404", "uid_changed", "list_absent"],
-        Meta(
-            description="Evidence: DELETED event, GET 404, same name with a new UID, "
-            "or absent from a quorum LIST."
-        ),
-    ]
+    confirmed: Annotated[tuple[ConfirmedObject, ...], Meta(min_length=1)]
 
     def _id_suffix(self) -> str | None:
-        return self.object.uid
+        # A UID is confirmed by exactly one record write, so the set of UIDs names the fact.
+        uids = sorted(c.object.uid for c in self.confirmed)
+        if len(uids) == 1:
+            return uids[0]
+        return "n" + hashlib.sha256(",".join(uids).encode()).hexdigest()[:24]
 
 
 class CycleDeletionForced(_CycleEvent, frozen=True, kw_only=True, tag="cycle.deletion.forced"):

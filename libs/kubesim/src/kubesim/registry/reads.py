@@ -119,7 +119,11 @@ class RegistryReads(RegistryCore):
                     "show up in the list."
                 ) from exc
             raise statuses.too_old_resource_version(exc.requested, exc.oldest) from exc
-        keys = sorted(k for k in state if namespace is None or k[0] == namespace)
+        if namespace is not None and state is self.store.objects(rt.key):
+            # The current state of one namespace: its index, not a scan of every object.
+            keys = sorted((namespace, name) for name in self.store.names_in(rt.key, namespace))
+        else:
+            keys = sorted(k for k in state if namespace is None or k[0] == namespace)
         if start_key:
             keys = [k for k in keys if f"{k[0]}/{k[1]}" >= start_key]
         items: list[dict[str, Any]] = []
