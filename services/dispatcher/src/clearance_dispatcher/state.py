@@ -32,6 +32,7 @@ from clearance_dispatcher.appwrapper import (
     parse_appwrapper,
 )
 from clearance_dispatcher.capacity import Resources, add, pod_requests
+from clearance_dispatcher.queueing import Candidate
 from clearance_dispatcher.policy_annotations import ANNOTATION_OF_FIELD
 from clearance_dispatcher.requeueing import Counts
 from clearance_dispatcher.status import Observed, observe
@@ -98,15 +99,38 @@ class Entry:
     last_valid: AppWrapperSpec | None
     local: Local = field(default_factory=Local)
     storage: Storage = STATUS_STORAGE
-    _observed: tuple[str, Observed] | None = None
+    _observed: tuple[dict[str, Any], object, int, Observed] | None = None
+    _candidate: Candidate | None = None
+
+    def candidate(self, key: Key, spec: AppWrapperSpec) -> Candidate:
+        """This AppWrapper as a queue candidate, built once per parsed spec."""
+        cached = self._candidate
+        if cached is None or cached.requests is not spec.requests or cached.key != key or (
+            cached.priority != spec.priority or cached.created != spec.creation
+        ):
+            cached = self._candidate = Candidate(key, spec.priority, spec.creation, spec.requests)
+        return cached
 
     @property
     def observed(self) -> Observed:
-        """The parsed status, cached per resourceVersion (scans read it for every AW)."""
-        rv = f"{self.rv}/{getattr(self.storage, 'switches', 0)}"  # a storage switch re-reads
-        if self._observed is None or self._observed[0] != rv:
-            self._observed = (rv, observe(self.raw, self.storage))
-        return self._observed[1]
+        """The parsed status, cached per raw object, resourceVersion and storage switch (a
+        queue scan reads it for every AppWrapper, so a hit costs two identity checks and one
+        lookup: the raw object is replaced on every change, the resourceVersion is compared
+        as well for a caller that edits it in place)."""
+        raw = self.raw
+        switches: int = getattr(self.storage, "switches", 0)  # a storage switch re-reads
+        cached = self._observed
+        if (
+            cached is not None
+            and cached[0] is raw
+            and cached[2] == switches
+            and cached[1] == (raw.get("metadata") or {}).get("resourceVersion")
+        ):
+            return cached[3]
+        observed = observe(raw, self.storage)
+        rv = (raw.get("metadata") or {}).get("resourceVersion")
+        self._observed = (raw, rv, switches, observed)
+        return observed
 
     @property
     def uid(self) -> str:
