@@ -163,6 +163,7 @@ class _Bucket:
 @dataclass(slots=True)
 class _Counters:
     admitted: int = 0
+    admitted_by_agent: Counter[str] = field(default_factory=Counter)
     rejected: Counter[str] = field(default_factory=Counter)
     rejected_by_agent: Counter[str] = field(default_factory=Counter)
     peak_read_only: int = 0
@@ -209,6 +210,7 @@ class FlowControl:
             if wait > 0:
                 return self._reject("rate", max(1, math.ceil(wait)), user_agent)
         self._counters.admitted += 1
+        self._counters.admitted_by_agent[user_agent] += 1
         if watch:
             return Slot(self, False, False)
         if mutating:
@@ -252,6 +254,7 @@ class FlowControl:
             "inflight": {"readOnly": self._read_only, "mutating": self._mutating},
             "peakInflight": {"readOnly": c.peak_read_only, "mutating": c.peak_mutating},
             "admitted": c.admitted,
+            "admittedByUserAgent": dict(c.admitted_by_agent),
             "rejected": {
                 "total": sum(c.rejected.values()),
                 "byReason": dict(c.rejected),

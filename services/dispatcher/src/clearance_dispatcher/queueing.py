@@ -76,36 +76,41 @@ def plan(
     waiting: dict[tuple[str, str], str] = {}
     blocked_priority: int | None = None
     behind = ""
-    short_of: dict[tuple[str, ...], str] = {}  # one message per set of missing resources
+    # Why a request of these needs does not fit what remains (None: it fits); valid until
+    # the next admission shrinks what remains. A long queue holds few distinct sizes, so
+    # most candidates are judged by one lookup (and allocate nothing).
+    verdicts: dict[tuple[tuple[str, int], ...], str | None] = {}
     for cand in ordered(candidates):
         if blocked_priority is not None and (
             policy == "strict" or cand.priority < blocked_priority
         ):
             waiting[cand.key] = behind
             continue
-        for name, amount in cand.needs:
-            if remaining.get(name, 0) < amount:
-                break
+        needs = cand.needs
+        if needs in verdicts:
+            why = verdicts[needs]
         else:
+            why = verdicts[needs] = _short_of(cand, remaining)
+        if why is None:
             admit.append(cand)
             remaining = subtract(remaining, cand.requests)
+            verdicts.clear()
             continue
-        missing = shortfall(cand.requests, remaining)
-        if missing:
-            # Names only: the message must not change with every pod that comes and goes,
-            # or each waiting AppWrapper would get a status write per cluster change.
-            names = tuple(sorted(missing))
-            why = short_of.get(names)
-            if why is None:
-                why = short_of[names] = "insufficient capacity: not enough " + ", ".join(names)
-            waiting[cand.key] = why
-            if blocked_priority is None:
-                blocked_priority = cand.priority
-                behind = (
-                    f"waiting behind {cand.key[0]}/{cand.key[1]} "
-                    f"(priority {cand.priority}), which does not fit yet"
-                )
-            continue
-        admit.append(cand)
-        remaining = subtract(remaining, cand.requests)
+        waiting[cand.key] = why
+        if blocked_priority is None:
+            blocked_priority = cand.priority
+            behind = (
+                f"waiting behind {cand.key[0]}/{cand.key[1]} "
+                f"(priority {cand.priority}), which does not fit yet"
+            )
     return Plan(tuple(admit), waiting)
+
+
+def _short_of(cand: Candidate, remaining: Mapping[str, int]) -> str | None:
+    """The waiting message of ``cand`` against ``remaining`` (None: it fits)."""
+    missing = shortfall(cand.requests, remaining)
+    if not missing:
+        return None
+    # Names only: the message must not change with every pod that comes and goes, or each
+    # waiting AppWrapper would get a status write per cluster change.
+    return "insufficient capacity: not enough " + ", ".join(sorted(missing))

@@ -100,16 +100,17 @@ class Entry:
     local: Local = field(default_factory=Local)
     storage: Storage = STATUS_STORAGE
     _observed: tuple[dict[str, Any], object, int, Observed] | None = None
-    _candidate: Candidate | None = None
+    _candidate: tuple[AppWrapperSpec, Candidate] | None = None
 
     def candidate(self, key: Key, spec: AppWrapperSpec) -> Candidate:
-        """This AppWrapper as a queue candidate, built once per parsed spec."""
+        """This AppWrapper (under ``key``, its fixed key) as a queue candidate, built once per
+        parsed spec (a new spec object is a new parse)."""
         cached = self._candidate
-        if cached is None or cached.requests is not spec.requests or cached.key != key or (
-            cached.priority != spec.priority or cached.created != spec.creation
-        ):
-            cached = self._candidate = Candidate(key, spec.priority, spec.creation, spec.requests)
-        return cached
+        if cached is not None and cached[0] is spec:
+            return cached[1]
+        made = Candidate(key, spec.priority, spec.creation, spec.requests)
+        self._candidate = (spec, made)
+        return made
 
     @property
     def observed(self) -> Observed:
