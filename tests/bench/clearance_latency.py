@@ -57,7 +57,7 @@ from clearance.settings import CommonSettings
 from clearance.stack import LocalStack, StackConfig
 
 from .common import CpuWindow, MiB, distribution, percentile, progress, rss_bytes
-from .observing import CycleFollower, Seen, cycle_filter, fetch_history
+from .observing import CycleFollower, RequestRates, Seen, cycle_filter, fetch_history
 from .profiling import ProfiledStack, hot_functions, hot_subtrees
 
 DISPATCHER_AGENT = "clearance-dispatcher/"
@@ -68,6 +68,8 @@ POLL_PERIOD = 5.0
 STALL_SECONDS = 30.0
 """No cycle completing for this long ends the wait (the report says so)."""
 
+SERVER_RATE_LIMIT = 150
+SERVER_RATE_BURST = 300
 KUBESIM_FLAGS: tuple[str, ...] = (
     "--pod-start-delay", "50ms",
     "--kubelet-termination-delay", "300ms",
@@ -75,6 +77,14 @@ KUBESIM_FLAGS: tuple[str, ...] = (
     "--scheduler-retry", "200ms",
     "--bookmark-interval", "10s",
     "--node-cpu", "32",
+    # The API server's per-client limit (API Priority and Fairness stands in as a token
+    # bucket per User-Agent = per service process): above it kubesim answers 429 with
+    # Retry-After. The services run at their default client-side limits (dispatcher
+    # 100/s burst 200, tracker and watcher 50/s burst 100), below it; the report counts
+    # each service's requests, its peak rate and the 429s it got.
+    "--rate-limit", str(SERVER_RATE_LIMIT),
+    "--rate-burst", str(SERVER_RATE_BURST),
+    "--rate-limit-scope", "user-agent",
 )  # fmt: skip
 
 SERVICE_ENV: dict[str, str] = {
@@ -335,7 +345,9 @@ async def run(
         ).start()
         names = [f"cycle-{i:02d}" for i in range(appwrappers)]
         sampler = Sampler({**pids, **others}).start()
+        rates = await RequestRates(stack.kubesim_url).start()
         diagnostics: dict[str, Any] = {}
+        api_requests: dict[str, Any] = {}
         started = time.monotonic()
         try:
             for name in names:
@@ -365,6 +377,7 @@ async def run(
             finished = finished and not stalled
             load_seconds = time.monotonic() - started
             loaded = await sampler.stop()
+            api_requests = await rates.stop()
             for name in names:
                 with contextlib.suppress(Exception):
                     await kube.delete(APPWRAPPERS, name, namespace=NAMESPACE)
@@ -388,6 +401,7 @@ async def run(
         idle=idle,
         loaded=loaded,
     )
+    result["api_requests"] = api_requests
     if diagnostics:
         result["stall_diagnostics"] = diagnostics
     if isinstance(stack, ProfiledStack):

@@ -32,8 +32,8 @@ from clearance_dispatcher.appwrapper import (
     parse_appwrapper,
 )
 from clearance_dispatcher.capacity import Resources, add, pod_requests
-from clearance_dispatcher.queueing import Candidate
 from clearance_dispatcher.policy_annotations import ANNOTATION_OF_FIELD
+from clearance_dispatcher.queueing import Candidate
 from clearance_dispatcher.requeueing import Counts
 from clearance_dispatcher.status import Observed, observe
 from clearance_dispatcher.storage import STATUS_STORAGE, Storage
@@ -66,7 +66,7 @@ def _rv(raw: dict[str, Any]) -> str:
     return str((raw.get("metadata") or {}).get("resourceVersion") or "")
 
 
-@dataclass
+@dataclass(slots=True)
 class Local:
     """What this replica keeps about one AppWrapper besides its API object (lost on restart;
     everything here is rebuilt from the status or is only an optimisation)."""
@@ -90,7 +90,7 @@ class Local:
     tracker (``teardown.started``) by this replica."""
 
 
-@dataclass
+@dataclass(slots=True)
 class Entry:
     """One AppWrapper: its latest raw object, its parsed spec and its local state."""
 

@@ -275,9 +275,7 @@ class Publisher:
                 if pending.sent <= deadline:
                     self._acks.forget(token)
                     pending.token = None
-                    self._failed(
-                        pending, TimeoutError(f"no PubAck within {self.publish_timeout}s")
-                    )
+                    self._failed(pending, TimeoutError(f"no PubAck within {self.publish_timeout}s"))
                 else:
                     waiting = True
             if not waiting:
