@@ -300,6 +300,8 @@ class RequestRates:
         self.admitted: dict[str, int] = {}
         self.rejected: dict[str, int] = {}
         self.peak: dict[str, float] = {}
+        self.requests: dict[str, dict[str, int]] = {}
+        """Service → "<verb> <resource>" → admitted requests."""
         self._started = 0.0
         self._task: asyncio.Task[None] | None = None
 
@@ -338,6 +340,11 @@ class RequestRates:
             self.peak[name] = max(self.peak.get(name, 0.0), rate)
         self.admitted = admitted
         self.rejected = self._by_service(state["rejected"]["byUserAgent"])
+        requests: dict[str, dict[str, int]] = {}
+        for row in state.get("admittedByRequest") or []:
+            mine = requests.setdefault(service_of(row["userAgent"]), {})
+            mine[row["request"]] = mine.get(row["request"], 0) + row["count"]
+        self.requests = requests
 
     async def _run(self) -> None:
         while True:
@@ -362,6 +369,9 @@ class RequestRates:
                     "mean_per_s": round(n / seconds, 1) if seconds else None,
                     "peak_per_s": round(self.peak.get(name, 0.0), 1),
                     "rejected_429": self.rejected.get(name, 0),
+                    "by_request": dict(
+                        sorted((self.requests.get(name) or {}).items(), key=lambda kv: -kv[1])
+                    ),
                 }
                 for name, n in sorted(self.admitted.items())
             },

@@ -192,13 +192,18 @@ def _api_rows(api: dict[str, Any]) -> list[tuple[str, str, str]]:
     rows = [
         ("1 clearance", "API server limit (kubesim, 429 + Retry-After above it)",
          f"{limit.get('rateLimit')} req/s burst {limit.get('rateBurst')} per "
-         f"{limit.get('rateScope')}"),
+         f"{limit.get('rateScope')}; services' client limit "
+         f"{api.get('client_qps')}/s burst {api.get('client_burst')} (set by the benchmark)"),
     ]  # fmt: skip
+    cycles = (api.get("cycles_per_second") or 0) * (api.get("seconds") or 0)
     for name, s in (api.get("by_service") or {}).items():
+        per_cycle = f", {s['requests'] / cycles:.1f} per cycle" if cycles else ""
+        mix = ", ".join(f"{what} {n}" for what, n in list(s.get("by_request", {}).items())[:8])
         rows.append((
             "1 clearance", f"  API requests of {name}",
-            f"{s['requests']} in {api.get('seconds')} s: mean {s['mean_per_s']}/s, "
-            f"peak {s['peak_per_s']}/s (1 s samples), 429s {s['rejected_429']}",
+            f"{s['requests']} in {api.get('seconds')} s{per_cycle}: mean {s['mean_per_s']}/s, "
+            f"peak {s['peak_per_s']}/s (1 s samples), 429s {s['rejected_429']}"
+            + (f" ({mix})" if mix else ""),
         ))  # fmt: skip
     return rows
 
