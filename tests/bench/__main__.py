@@ -141,6 +141,9 @@ async def main_async(args: argparse.Namespace, host: dict[str, Any]) -> dict[str
             profiles["tracker"]["profiled_run_latency_s"] = rerun.get(
                 "last_deletion_to_last_cleared_s"
             )
+        if "dispatcher" in selected:
+            progress("profile: the dispatcher's decision pass at 20,000 queued, in this process")
+            profiles["dispatcher"] = await sync(dispatcher_queue.profile_scan)
         if "watcher" in selected:
             progress("profile: the watcher's decode + publish path in this process")
             profiles["watcher"] = await watcher_ingest.profile_publish(events=args.events // 4)

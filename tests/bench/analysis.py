@@ -9,27 +9,29 @@ from __future__ import annotations
 NOTES: dict[str, dict[str, str]] = {
     "redispatch_p99": {
         "bottleneck": (
-            "In this run the dispatcher waited, it did not work: its profile shows ~1.3 s of "
-            "CPU over the whole profiled run, cycles/s fell to 2.3 (5.0-5.2 in the quick runs "
-            "of the same day made before the client-side rate limit landed) and cleared → "
-            "created rose from p50 14 ms / p99 37 ms (quick run, one status write per "
-            "redispatch) to p50 ~0.8 s with two writes per redispatch. The likely cause is "
-            "the new client-side rate limit (CLEARANCE_KUBE_QPS 50, burst 100): 8 AppWrappers "
-            "cycling every ~1.5 s need ~12 API requests per cycle (status writes, the LIST, "
-            "DELETEs, POSTs), i.e. above 50 requests/s, so every request queues behind the "
-            "token bucket; waiting time is not in a sampling profile, which is why the "
-            "profile shows little. Confirmed right after this run (same machine, 08:18 UTC, "
-            "60 cycles each): default limit 2.24 cycles/s, removal → created p50 892 / p99 "
-            "1,493 ms, 2 status writes per redispatch; CLEARANCE_KUBE_QPS=0 4.98 cycles/s, "
-            "p50 61 / p99 271 ms, 1 write per redispatch."
+            "Since perf-dispatch (2026-12-03 evening) the dispatcher no longer waits for its "
+            "rate limit (the benchmark sets 200/s, burst 400; the dispatcher averages ~94 "
+            "requests/s, peaks ~137/s, 0 429s from kubesim's 300/s per-client limit) and a "
+            "redispatch is one status write. Removal → created is the tracker's removal → "
+            "cleared (see below) plus cleared → created, which is: the `cleared` delivery, "
+            "the belt reads (GET per item name + LIST, now sent together: one round trip), "
+            "the status patch (cleared + Dispatching), the work-queue hand-off and the first "
+            "POST - three API round trips after the delivery. The dispatcher profile puts "
+            "its time in `Kube.request` / kubernetes-asyncio's `call_api` and `socket.send`, "
+            "not in decisions; the dispatcher uses a third of a core and kubesim another "
+            "third, so with five processes (and other work) on two shared cores each round "
+            "trip costs ~5-10 ms at the median and the p99 is scheduling stalls. The "
+            "request mix row shows ~19 dispatcher requests per cycle, 7 of them status "
+            "patches."
         ),
         "fix": (
-            "Run this benchmark with the limit set for its load (e.g. CLEARANCE_KUBE_QPS=200 "
-            "with kubesim's --rate-limit above it) and read the waiting from "
-            "`Kube.manners.bucket.waited` (export it as a metric); then re-check that the "
-            "on-cleared dispatch takes one write. The remaining fixes: skip the safety-belt "
-            "LIST when the pod cache is newer than the `cleared`; one aiohttp session instead "
-            "of kubernetes-asyncio's `call_api`."
+            "Fewer round trips on the path: carry the tracker's final-LIST resourceVersion in "
+            "`cleared` so the belt reads can be skipped when the pod cache is at or past it "
+            "(docs/NEEDS.md); fewer requests per cycle (counts folded into transition "
+            "writes, start + announce of a teardown in one write) so kubesim and the "
+            "dispatcher compete less for the cores; one aiohttp session instead of "
+            "kubernetes-asyncio's `call_api`. The tracker's part (removal → cleared) is "
+            "below."
         ),
     },
     "cleared_p99": {
@@ -87,16 +89,22 @@ NOTES: dict[str, dict[str, str]] = {
     },
     "watcher_publish": {
         "bottleneck": (
-            "Pipelined since issue 16 (bounded window of 256 outstanding acks on one reply "
-            "subscription, per-object chaining, no span per state event): the watcher side "
-            "runs at ~22-23k events per CPU-second; the wall rate also needs nats-server's "
-            "CPU (~12 µs per stored message) and shares the two cores with other work, so it "
-            "varies between runs (see min/max)."
+            "Pipelined (bounded window of 256 outstanding acks on one reply subscription, "
+            "per-object chaining, no span per state event); since perf-dispatch a PubAck "
+            "calls the publisher back directly (no future + done-callback per event): A/B "
+            "on the same machine at the same time, 3 runs each of 3 x 20,000 events, the "
+            "watcher side went from 11.6-12.6k to 13.3-14.9k events per CPU-second (+~18%). "
+            "The rest is per event: msgspec decode (the largest single item), nats-py's "
+            "per-message publish (header encoding with a regex check per key, the HPUB "
+            "command) and ack delivery (parser, Msg object, subscription queue, a coroutine "
+            "per reply), and four Prometheus updates. The wall rate also needs nats-server's "
+            "CPU on the same two shared cores, so it varies with other work (see min/max "
+            "and the load average)."
         ),
         "fix": (
-            "Publish in batches of one `nc.publish` per flush (header bytes built once per "
-            "informer), count metrics per batch instead of per event, and run on a machine "
-            "where nats-server has its own core."
+            "Header bytes built once per informer and sent without nats-py's per-key "
+            "validation (needs a raw-publish hook in nats-py), acks read from one raw "
+            "subscription without a Msg per reply, and nats-server on its own core."
         ),
     },
     "tracker_growth": {
@@ -119,16 +127,18 @@ NOTES: dict[str, dict[str, str]] = {
     },
     "dispatcher_pass": {
         "bottleneck": (
-            "The scan is O(queued) and ~9 µs per queued AppWrapper at 20,000 (x1.17 the "
-            "per-item cost at 500): candidates (a pass over every entry with the pause rule), "
-            "free capacity over every pod and reservation, then the plan over all candidates "
-            "- each a full pass per scan."
+            "Met since perf-dispatch (184.6 → ~60 ms median at 20,000 queued). What is "
+            "left (profile above): one pass over every cached AppWrapper (`survey`: its "
+            "parsed status from the per-object cache, candidates, reservations, phase "
+            "gauges), the plan (one verdict per request size until an admission), and one "
+            "work-queue add per AppWrapper whose waiting message changed (every one in this "
+            "benchmark, which resets the queue each round). The per-item cost is memory "
+            "access over 20,000 entries, not arithmetic."
         ),
         "fix": (
-            "Keep the candidate order incrementally (a heap updated on intake instead of "
-            "sorting every scan), keep free capacity as a running sum updated by pod events, "
-            "and stop the plan at the first candidate that does not fit under strict "
-            "head-of-line: a pass then costs the admitted few, not the whole queue."
+            "Keep the queued set as an index updated on intake (a pass over the queued "
+            "only, not every cached AppWrapper), and free capacity as a running sum "
+            "updated by pod events."
         ),
     },
     "idle_rss": {
@@ -173,8 +183,12 @@ OBSERVATIONS: dict[str, str] = {
         "5.4k to ~15-20k events/s wall on this machine (~23k per watcher CPU-second)."
     ),
     "rate_limits": (
-        "The services now rate-limit their API requests (CLEARANCE_KUBE_QPS 50, BURST 100) "
-        "and retry 429 after Retry-After; the clearance benchmark runs with those defaults, "
-        "the tracker-scale benchmark with the limit off (it measures the tracker's work)."
+        "The services rate-limit their API requests (CLEARANCE_KUBE_QPS / BURST: dispatcher "
+        "100 / 200, tracker and watcher 50 / 100 by default) and retry 429 after "
+        "Retry-After. The clearance benchmark sets 200 / 400 for its load (8 gangs cycling "
+        "make the dispatcher send ~100 requests/s) and runs kubesim with a per-client limit "
+        "of 300/s, burst 600 (429 + Retry-After above it); the API rows show each service's "
+        "requests, peak rate and 429s. The tracker-scale benchmark runs with the limit off "
+        "(it measures the tracker's work)."
     ),
 }

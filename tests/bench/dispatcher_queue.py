@@ -253,3 +253,28 @@ def run(*, rounds: int) -> dict[str, Any]:
         "cluster": {"nodes": NODES, "other_running_pods": OTHER_PODS},
         "by_queue_length": results,
     }
+
+
+def profile_scan(*, queued: int = SIZES[-1], rounds: int = 10) -> dict[str, Any]:
+    """pyinstrument over ``rounds`` decision passes at ``queued`` (each from a reset queue,
+    after a first pass, as measured): where a pass spends its time, for the report."""
+    from pyinstrument import Profiler
+
+    from .profiling import hot_from_session, hot_subtrees
+
+    d = dispatcher_with(queued)
+    d.scan()  # warm, as the measured passes are: parsed statuses and candidates cached
+    profiler = Profiler(interval=0.0005, async_mode="disabled")
+    profiler.start()
+    for _ in range(rounds):
+        _reset(d)
+        d.scan()
+    session = profiler.stop()
+    return {
+        "queued": queued,
+        "rounds": rounds,
+        "hot_functions": hot_from_session(session),
+        "hot_project_functions": hot_subtrees(
+            session, prefixes=("clearance_dispatcher", "prometheus_client")
+        ),
+    }

@@ -281,3 +281,98 @@ async def fetch_history(
         response.raise_for_status()
         body = await response.json()
     return [Commit.from_json(entry) for entry in body["items"]]
+
+
+def service_of(user_agent: str) -> str:
+    """``clearance-dispatcher/0.1 (host; pid 7)`` → ``clearance-dispatcher``."""
+    return user_agent.split("/", 1)[0] or "(none)"
+
+
+class RequestRates:
+    """The API requests each service makes, from kubesim's flow control counters
+    (``/kubesim/v1/flowcontrol``: admitted and 429-rejected per User-Agent), sampled every
+    ``period`` seconds: the total, the mean rate and the peak rate of any one sample."""
+
+    def __init__(self, kubesim_url: str, *, period: float = 1.0) -> None:
+        self.url = f"{kubesim_url}/kubesim/v1/flowcontrol"
+        self.period = period
+        self.limits: dict[str, Any] = {}
+        self.admitted: dict[str, int] = {}
+        self.rejected: dict[str, int] = {}
+        self.peak: dict[str, float] = {}
+        self.requests: dict[str, dict[str, int]] = {}
+        """Service → "<verb> <resource>" → admitted requests."""
+        self._started = 0.0
+        self._task: asyncio.Task[None] | None = None
+
+    async def _state(self, *, reset: bool = False) -> dict[str, Any]:
+        import aiohttp
+
+        async with aiohttp.ClientSession() as http:
+            if reset:
+                post = http.post(self.url, json={"resetCounters": True})
+                async with post as response:
+                    response.raise_for_status()
+            async with http.get(self.url) as response:
+                response.raise_for_status()
+                body: dict[str, Any] = await response.json()
+                return body
+
+    @staticmethod
+    def _by_service(counts: dict[str, int]) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for agent, n in counts.items():
+            out[service_of(agent)] = out.get(service_of(agent), 0) + n
+        return out
+
+    async def start(self) -> RequestRates:
+        state = await self._state(reset=True)
+        self.limits = {k: state[k] for k in ("rateLimit", "rateBurst", "rateScope")}
+        self._started = time.monotonic()
+        self._task = asyncio.create_task(self._run())
+        return self
+
+    async def _sample(self) -> None:
+        state = await self._state()
+        admitted = self._by_service(state.get("admittedByUserAgent") or {})
+        for name, n in admitted.items():
+            rate = (n - self.admitted.get(name, 0)) / self.period
+            self.peak[name] = max(self.peak.get(name, 0.0), rate)
+        self.admitted = admitted
+        self.rejected = self._by_service(state["rejected"]["byUserAgent"])
+        requests: dict[str, dict[str, int]] = {}
+        for row in state.get("admittedByRequest") or []:
+            mine = requests.setdefault(service_of(row["userAgent"]), {})
+            mine[row["request"]] = mine.get(row["request"], 0) + row["count"]
+        self.requests = requests
+
+    async def _run(self) -> None:
+        while True:
+            await asyncio.sleep(self.period)
+            with contextlib.suppress(Exception):
+                await self._sample()
+
+    async def stop(self) -> dict[str, Any]:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        with contextlib.suppress(Exception):
+            await self._sample()
+        seconds = time.monotonic() - self._started
+        return {
+            "server_limit": self.limits,
+            "seconds": round(seconds, 1),
+            "by_service": {
+                name: {
+                    "requests": n,
+                    "mean_per_s": round(n / seconds, 1) if seconds else None,
+                    "peak_per_s": round(self.peak.get(name, 0.0), 1),
+                    "rejected_429": self.rejected.get(name, 0),
+                    "by_request": dict(
+                        sorted((self.requests.get(name) or {}).items(), key=lambda kv: -kv[1])
+                    ),
+                }
+                for name, n in sorted(self.admitted.items())
+            },
+        }

@@ -184,6 +184,30 @@ def _spread(d: Any, unit: str = "") -> str:
     )
 
 
+def _api_rows(api: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """API requests per service during the clearance load (kubesim's flow control)."""
+    if not api:
+        return []
+    limit = api.get("server_limit") or {}
+    rows = [
+        ("1 clearance", "API server limit (kubesim, 429 + Retry-After above it)",
+         f"{limit.get('rateLimit')} req/s burst {limit.get('rateBurst')} per "
+         f"{limit.get('rateScope')}; services' client limit "
+         f"{api.get('client_qps')}/s burst {api.get('client_burst')} (set by the benchmark)"),
+    ]  # fmt: skip
+    cycles = (api.get("cycles_per_second") or 0) * (api.get("seconds") or 0)
+    for name, s in (api.get("by_service") or {}).items():
+        per_cycle = f", {s['requests'] / cycles:.1f} per cycle" if cycles else ""
+        mix = ", ".join(f"{what} {n}" for what, n in list(s.get("by_request", {}).items())[:8])
+        rows.append((
+            "1 clearance", f"  API requests of {name}",
+            f"{s['requests']} in {api.get('seconds')} s{per_cycle}: mean {s['mean_per_s']}/s, "
+            f"peak {s['peak_per_s']}/s (1 s samples), 429s {s['rejected_429']}"
+            + (f" ({mix})" if mix else ""),
+        ))  # fmt: skip
+    return rows
+
+
 def figures(data: dict[str, Any]) -> list[tuple[str, str, str]]:
     """(benchmark, figure, value) rows of everything measured."""
     r = data["results"]
@@ -225,6 +249,7 @@ def figures(data: dict[str, Any]) -> list[tuple[str, str, str]]:
             ("1 clearance", "safety violations (N+1 created before N gone)",
              str(len(c.get("safety_violations", [])))),
         ]  # fmt: skip
+        rows += _api_rows(c.get("api_requests") or {})
     w = r.get("watcher", {})
     if "error" in w:
         rows.append(("2 watcher", "error", w["error"]))
@@ -493,6 +518,15 @@ def _profiles(data: dict[str, Any]) -> list[str]:
         if area == "watcher":
             out += [
                 f"### watcher decode + publish ({sections.get('events')} events, in process)",
+                "",
+            ]
+            out += _frames(sections.get("hot_project_functions", []), "inclusive_s")
+            out += _frames(sections.get("hot_functions", []), "self_s")
+            continue
+        if area == "dispatcher":
+            out += [
+                f"### dispatcher decision pass ({sections.get('queued')} queued, "
+                f"{sections.get('rounds')} passes, in process)",
                 "",
             ]
             out += _frames(sections.get("hot_project_functions", []), "inclusive_s")

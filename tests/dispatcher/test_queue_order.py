@@ -43,3 +43,14 @@ def test_strict_policy_stops_at_the_first_that_does_not_fit() -> None:
 def test_admitted_appwrappers_consume_capacity_in_order() -> None:
     cands = [_cand("a", 1, 1500, 0), _cand("b", 1, 1500, 1)]
     assert [c.key[1] for c in plan(cands, {"cpu": 2000}).admit] == ["a"]
+
+
+def test_a_size_judged_to_fit_is_judged_again_once_an_admission_shrinks_what_is_free() -> None:
+    # Three of one size and a smaller one behind: the third no longer fits after two were
+    # admitted, the small one still does (the per-size verdict is not reused past an
+    # admission), and every waiting one of a size gets the same message.
+    cands = [_cand(f"same-{i}", 1, 800, i) for i in range(4)] + [_cand("small", 1, 300, 9)]
+    result = plan(cands, {"cpu": 2000})
+    assert [c.key[1] for c in result.admit] == ["same-0", "same-1", "small"]
+    assert result.waiting[("ns", "same-2")] == result.waiting[("ns", "same-3")]
+    assert result.waiting[("ns", "same-2")] == "insufficient capacity: not enough cpu"

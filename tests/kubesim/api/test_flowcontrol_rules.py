@@ -130,3 +130,18 @@ def test_runtime_settings_merge_and_bad_ones_are_refused() -> None:
     ):
         with pytest.raises(FlowControlError):
             config_from_json(base, bad)
+
+
+def test_admitted_requests_are_counted_per_user_agent_verb_and_resource() -> None:
+    flow = FlowControl()
+    status = "/apis/workload.codeflare.dev/v1beta1/namespaces/d/appwrappers/a/status"
+    admit(flow, "patch", path=status)
+    admit(flow, "patch", path=status)
+    admit(flow, "get", path="/api/v1/namespaces/d/pods/p-0")
+    admit(flow, "list", agent="kubesim/1 (controllers)", path="/api/v1/pods")  # exempt
+    state = flow.state()
+    assert state["admittedByUserAgent"] == {UA: 3}
+    assert state["admittedByRequest"] == [
+        {"userAgent": UA, "request": "get pods", "count": 1},
+        {"userAgent": UA, "request": "patch appwrappers/status", "count": 2},
+    ]

@@ -53,6 +53,23 @@ _EXEMPT_PATHS = frozenset({"/healthz", "/livez", "/readyz"})
 EXEMPT_USER_AGENT_PREFIX = "kubesim"
 
 
+def resource_of(path: str) -> str:
+    """``/api/v1/namespaces/ns/pods/p`` → ``pods``; ``…/appwrappers/a/status`` →
+    ``appwrappers/status`` (what a request is about, for the per-request counters)."""
+    parts = [p for p in path.split("?", 1)[0].split("/") if p]
+    if parts[:1] == ["api"]:
+        parts = parts[2:]
+    elif parts[:1] == ["apis"]:
+        parts = parts[3:]
+    else:
+        return path
+    if parts[:1] == ["namespaces"] and len(parts) >= 3:
+        parts = parts[2:]
+    if not parts:
+        return "(discovery)"
+    return parts[0] + (f"/{parts[2]}" if len(parts) >= 3 else "")
+
+
 class FlowControlError(ValueError):
     """A setting out of range (answered 400 by the admin API, exit 2 by the CLI)."""
 
@@ -163,6 +180,9 @@ class _Bucket:
 @dataclass(slots=True)
 class _Counters:
     admitted: int = 0
+    admitted_by_agent: Counter[str] = field(default_factory=Counter)
+    admitted_by_request: Counter[tuple[str, str]] = field(default_factory=Counter)
+    """(User-Agent, "<verb> <resource>[/<subresource>]") → admitted requests."""
     rejected: Counter[str] = field(default_factory=Counter)
     rejected_by_agent: Counter[str] = field(default_factory=Counter)
     peak_read_only: int = 0
@@ -209,6 +229,8 @@ class FlowControl:
             if wait > 0:
                 return self._reject("rate", max(1, math.ceil(wait)), user_agent)
         self._counters.admitted += 1
+        self._counters.admitted_by_agent[user_agent] += 1
+        self._counters.admitted_by_request[(user_agent, f"{verb} {resource_of(path)}")] += 1
         if watch:
             return Slot(self, False, False)
         if mutating:
@@ -252,6 +274,11 @@ class FlowControl:
             "inflight": {"readOnly": self._read_only, "mutating": self._mutating},
             "peakInflight": {"readOnly": c.peak_read_only, "mutating": c.peak_mutating},
             "admitted": c.admitted,
+            "admittedByUserAgent": dict(c.admitted_by_agent),
+            "admittedByRequest": [
+                {"userAgent": agent, "request": what, "count": n}
+                for (agent, what), n in sorted(c.admitted_by_request.items())
+            ],
             "rejected": {
                 "total": sum(c.rejected.values()),
                 "byReason": dict(c.rejected),

@@ -33,6 +33,7 @@ from clearance_dispatcher.appwrapper import (
 )
 from clearance_dispatcher.capacity import Resources, add, pod_requests
 from clearance_dispatcher.policy_annotations import ANNOTATION_OF_FIELD
+from clearance_dispatcher.queueing import Candidate
 from clearance_dispatcher.requeueing import Counts
 from clearance_dispatcher.status import Observed, observe
 from clearance_dispatcher.storage import STATUS_STORAGE, Storage
@@ -65,7 +66,7 @@ def _rv(raw: dict[str, Any]) -> str:
     return str((raw.get("metadata") or {}).get("resourceVersion") or "")
 
 
-@dataclass
+@dataclass(slots=True)
 class Local:
     """What this replica keeps about one AppWrapper besides its API object (lost on restart;
     everything here is rebuilt from the status or is only an optimisation)."""
@@ -89,7 +90,7 @@ class Local:
     tracker (``teardown.started``) by this replica."""
 
 
-@dataclass
+@dataclass(slots=True)
 class Entry:
     """One AppWrapper: its latest raw object, its parsed spec and its local state."""
 
@@ -98,15 +99,39 @@ class Entry:
     last_valid: AppWrapperSpec | None
     local: Local = field(default_factory=Local)
     storage: Storage = STATUS_STORAGE
-    _observed: tuple[str, Observed] | None = None
+    _observed: tuple[dict[str, Any], object, int, Observed] | None = None
+    _candidate: tuple[AppWrapperSpec, Candidate] | None = None
+
+    def candidate(self, key: Key, spec: AppWrapperSpec) -> Candidate:
+        """This AppWrapper (under ``key``, its fixed key) as a queue candidate, built once per
+        parsed spec (a new spec object is a new parse)."""
+        cached = self._candidate
+        if cached is not None and cached[0] is spec:
+            return cached[1]
+        made = Candidate(key, spec.priority, spec.creation, spec.requests)
+        self._candidate = (spec, made)
+        return made
 
     @property
     def observed(self) -> Observed:
-        """The parsed status, cached per resourceVersion (scans read it for every AW)."""
-        rv = f"{self.rv}/{getattr(self.storage, 'switches', 0)}"  # a storage switch re-reads
-        if self._observed is None or self._observed[0] != rv:
-            self._observed = (rv, observe(self.raw, self.storage))
-        return self._observed[1]
+        """The parsed status, cached per raw object, resourceVersion and storage switch (a
+        queue scan reads it for every AppWrapper, so a hit costs two identity checks and one
+        lookup: the raw object is replaced on every change, the resourceVersion is compared
+        as well for a caller that edits it in place)."""
+        raw = self.raw
+        switches: int = getattr(self.storage, "switches", 0)  # a storage switch re-reads
+        cached = self._observed
+        if (
+            cached is not None
+            and cached[0] is raw
+            and cached[2] == switches
+            and cached[1] == (raw.get("metadata") or {}).get("resourceVersion")
+        ):
+            return cached[3]
+        observed = observe(raw, self.storage)
+        rv = (raw.get("metadata") or {}).get("resourceVersion")
+        self._observed = (raw, rv, switches, observed)
+        return observed
 
     @property
     def uid(self) -> str:

@@ -1,9 +1,10 @@
 """Publishing kube events to CLEARANCE_KUBE: pipelined, ordered per object, bounded, never dropped.
 
 * **Pipelined.** Events are sent without waiting for the previous event's PubAck
-  (nats-py's ``publish_async``: one reply subscription, a future per message); a window of
-  at most ``max_in_flight`` events is outstanding. Acks are handled in callbacks, so the
-  steady state costs no task per event.
+  (:class:`~clearance_watcher.ackinbox.AckInbox`: one reply subscription, a callback per
+  message, like nats-py's ``publish_async`` without its future and JSON model per ack); a
+  window of at most ``max_in_flight`` events is outstanding. The steady state costs no task
+  and no future per event besides the one the informer's :class:`Progress` tracks.
 * **Per-object order.** Events are chained per subject (= per object name): an event is
   sent only after the previous event on its subject was acknowledged. A retry therefore
   cannot reorder one object's history, and a tombstone always precedes the ADDED of a new
@@ -28,7 +29,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import time
 from collections import deque
@@ -39,14 +39,13 @@ from typing import Any, Final
 
 import nats.errors
 import nats.js.errors
-from nats.aio.client import Client as NatsClient
-from nats.aio.msg import Msg
-from nats.js import JetStreamContext, api
+from nats.js import JetStreamContext
 from opentelemetry.trace import Tracer
 
 from clearance import bus, subjects
 from clearance.events import KubeAppWrapperEvent, KubeEvent
 from clearance.telemetry import ContextLogger, context_from_traceparent
+from clearance_watcher.ackinbox import AckInbox
 from clearance_watcher.cycles import CycleIndex
 from clearance_watcher.decoding import encode_event
 from clearance_watcher.metrics import WatcherMetrics
@@ -107,69 +106,6 @@ class Progress:
         return out
 
 
-class AckInbox:
-    """PubAcks of pipelined publishes, on one reply subscription (like nats-py's
-    ``publish_async``, without its per-message JSON model and random token).
-
-    Each send gets the reply subject ``<inbox>.<n>``; its future resolves to whether the
-    stream reported a duplicate, or fails with the stream's error (no stream: 503).
-    """
-
-    def __init__(self, nc: NatsClient) -> None:
-        self.nc = nc
-        self.prefix = ""
-        self._futures: dict[str, asyncio.Future[bool]] = {}
-        self._next = 0
-        self._sub: Any = None
-
-    async def send(
-        self, subject: str, data: bytes, *, headers: dict[str, str]
-    ) -> asyncio.Future[bool]:
-        if self._sub is None:
-            self.prefix = self.nc.new_inbox() + "."
-            self._sub = await self.nc.subscribe(self.prefix + "*", cb=self._on_reply)
-        self._next += 1
-        token = str(self._next)
-        future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-        self._futures[token] = future
-        try:
-            await self.nc.publish(subject, data, reply=self.prefix + token, headers=headers)
-        except BaseException:
-            future.cancel()
-            raise
-        return future
-
-    async def close(self) -> None:
-        """Drop the reply subscription (a new session makes its own)."""
-        sub, self._sub = self._sub, None
-        if sub is not None:
-            with contextlib.suppress(Exception):
-                await sub.unsubscribe()
-        for future in self._futures.values():
-            future.cancel()
-        self._futures.clear()
-
-    def prune(self) -> None:
-        """Forget sends given up on (their ack, if it ever comes, is ignored)."""
-        for token in [t for t, f in self._futures.items() if f.done()]:
-            del self._futures[token]
-
-    async def _on_reply(self, msg: Msg) -> None:
-        future = self._futures.pop(msg.subject[len(self.prefix) :], None)
-        if future is None or future.done():
-            return
-        if msg.headers and msg.headers.get(api.Header.STATUS) == "503":
-            future.set_exception(nats.js.errors.NoStreamResponseError())
-            return
-        data = msg.data
-        if b'"error"' in data:
-            error = json.loads(data).get("error") or {}
-            future.set_exception(nats.js.errors.APIError.from_error(error))
-            return
-        # nats-server writes '"duplicate": true' (with a space); accept both spellings.
-        future.set_result(b'"duplicate":' in data and b"true" in data.split(b'"duplicate":')[1])
-
-
 @dataclass(eq=False)
 class _Pending:
     event: KubeEvent
@@ -183,8 +119,8 @@ class _Pending:
     rounds: int = 0
     """Failed sends so far (the pause before the next grows with it)."""
     sent: float = 0.0
-    ack: asyncio.Future[Any] | None = None
-    """The PubAck of the pipelined send in flight, if any."""
+    token: str | None = None
+    """The :class:`AckInbox` token of the pipelined send in flight, if any."""
 
 
 class Publisher:
@@ -309,7 +245,9 @@ class Publisher:
         headers = pending.progress.headers()
         headers[bus.MSG_ID] = event.msg_id()
         try:
-            ack = await self._acks.send(pending.subject, pending.data, headers=headers)
+            token = await self._acks.send(
+                pending.subject, pending.data, headers=headers, on_ack=partial(self._acked, pending)
+            )
         except nats.errors.MaxPayloadError:
             self._spawn(self._publish_traced(pending, None))
             return
@@ -317,8 +255,7 @@ class Publisher:
             self._failed(pending, exc)
             return
         pending.sent = self.clock()
-        pending.ack = ack
-        ack.add_done_callback(partial(self._acked, pending))
+        pending.token = token
         if self._sweeper is None or self._sweeper.done():
             self._sweeper = asyncio.create_task(self._sweep())
 
@@ -330,31 +267,30 @@ class Publisher:
         while True:
             await asyncio.sleep(self.publish_timeout / 4)
             deadline = self.clock() - self.publish_timeout
-            self._acks.prune()
             waiting = False
             for pending in list(self._pending.values()):
-                ack = pending.ack
-                if ack is None or ack.done():
+                token = pending.token
+                if token is None:
                     continue
-                waiting = True
                 if pending.sent <= deadline:
-                    ack.cancel()
+                    self._acks.forget(token)
+                    pending.token = None
+                    self._failed(pending, TimeoutError(f"no PubAck within {self.publish_timeout}s"))
+                else:
+                    waiting = True
             if not waiting:
                 return
 
-    def _acked(self, pending: _Pending, ack: asyncio.Future[Any]) -> None:
-        pending.ack = None
+    def _acked(self, pending: _Pending, duplicate: bool, exc: BaseException | None) -> None:
+        """The stream's answer to a pipelined send (called by the :class:`AckInbox`)."""
+        pending.token = None
         if id(pending) not in self._pending:
             return  # aborted meanwhile
-        if ack.cancelled():
-            self._failed(pending, TimeoutError(f"no PubAck within {self.publish_timeout}s"))
-            return
-        exc = ack.exception()
         if exc is not None:
             self._failed(pending, exc)
             return
         if self.bus_metrics is not None:
-            self._count(pending.event.event_type, duplicate=ack.result())
+            self._count(pending.event.event_type, duplicate=duplicate)
         self._succeeded(pending)
 
     def _count(self, kind: str, *, duplicate: bool) -> None:
