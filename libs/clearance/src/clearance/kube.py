@@ -24,7 +24,7 @@ import msgspec
 from kubernetes_asyncio import client as k8s_client
 from kubernetes_asyncio import config as k8s_config
 
-from clearance import apimanners
+from clearance import apimanners, testfaults
 from clearance.fencing import Fenced, Term
 
 JSON: Final = "application/json"
@@ -197,6 +197,7 @@ class Kube:
         self._api = api
         self._timeout = request_timeout
         self.manners = manners
+        self._unmannered = testfaults.active("unmannered")
         """Rate limit and 429/5xx retries (:mod:`clearance.apimanners`); None: neither."""
         self.fence: Term | None = None
         """When set, every write except to Leases first checks this term (fencing): a replica
@@ -260,9 +261,13 @@ class Kube:
             if v is not None
         ]
         manners = self.manners
+        unmannered = self._unmannered
         retry = 0
         while True:
-            if manners is not None:
+            # Lease requests skip the shared bucket: the election paces itself (one request per
+            # retry period), and a renewal queued behind a burst of work would lose the term —
+            # controller-runtime gives leader election a client of its own for the same reason.
+            if manners is not None and not unmannered and not _is_lease(path):
                 await manners.bucket.take()
                 if retry and self.fence is not None and method in _WRITES and not _is_lease(path):
                     try:  # the pause may have outlived the lease: check again
@@ -301,7 +306,7 @@ class Kube:
             assert manners is not None
             manners.retried += 1
             retry += 1
-            await asyncio.sleep(pause)
+            await asyncio.sleep(0.0 if unmannered else pause)
 
     async def request(
         self,
