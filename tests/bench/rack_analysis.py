@@ -120,10 +120,17 @@ def _creates(writes: Sequence[Write]) -> dict[tuple[str, int], list[float]]:
 
 
 def latencies(
-    writes: Sequence[Write], cycle: Sequence[Published], limits: Limits, verdict: RackVerdict
+    writes: Sequence[Write],
+    cycle: Sequence[Published],
+    limits: Limits,
+    verdict: RackVerdict,
+    *,
+    since: float = 0.0,
 ) -> None:
-    """Force deadline → cleared stored, → first and → last attempt-N+1 pod committed."""
+    """Force deadline → cleared stored, → first and → last attempt-N+1 pod committed, for
+    every teardown started at or after ``since`` (the loss)."""
     started, cleared, forced = _cycle_times(cycle)
+    started = {key: at for key, at in started.items() if at >= since}
     creates = _creates(writes)
     to_cleared: list[float] = []
     to_first: list[float] = []
@@ -297,7 +304,7 @@ def judge(
     window: tuple[float, float],
 ) -> RackVerdict:
     verdict = RackVerdict()
-    latencies(writes, cycle, limits, verdict)
+    latencies(writes, cycle, limits, verdict, since=window[0])
     safety(writes, cycle, verdict)
     manners(requests, limits, verdict, window=window)
     return verdict

@@ -7,8 +7,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from tests.bench.rack_analysis import Limits, RackVerdict, Request, judge, manners, peak_window
-from tests.chaos.test_checker import REF, cleared, pod
 from tests.chaos.history import Published
+from tests.chaos.test_checker import REF, cleared, pod
 
 from clearance import events
 

@@ -46,6 +46,7 @@ async def test_a_dispatcher_ignoring_its_rate_limit_and_retry_after_fails_the_ch
         **{
             **SMALL.__dict__,
             "service_env": {"dispatcher": {"CLEARANCE_TEST_FAULT": "unmannered"}},
+            "settle_timeout": 45.0,
         }
     )
     result = await run(broken)
