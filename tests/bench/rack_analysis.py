@@ -19,8 +19,9 @@ Checks (each a line in :attr:`RackVerdict.failures` when it fails):
   ``cleared`` stored while one existed;
 * every service stays within its client-side limit: no 1 s window holds more requests than a
   token bucket of ``qps``/``burst`` lets through (plus a small margin for network jitter);
-* every ``429`` is answered by backing off: the same request (same agent, same digest) comes
-  again no sooner than the ``Retry-After`` the server named.
+* every ``429`` is answered by backing off: the same request (same agent and ``X-Request-Id``,
+  which Clearance's client keeps across retries; else the same content digest) comes again no
+  sooner than the ``Retry-After`` the server named.
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ class Request:
     method: str = ""
     path: str = ""
     verb: str = ""
+    request_id: str = ""
 
     @classmethod
     def from_json(cls, entry: Mapping[str, Any]) -> Request:
@@ -69,6 +71,7 @@ class Request:
             method=str(entry.get("method") or ""),
             path=str(entry.get("path") or ""),
             verb=str(entry.get("verb") or ""),
+            request_id=str(entry.get("requestId") or ""),
         )
 
 
@@ -263,6 +266,12 @@ def _resource_of(path: str) -> str:
     return parts[0] if parts else path
 
 
+def _identity(r: Request) -> tuple[str, str]:
+    """One logical request: the client's request id (the same on each retry), else the digest
+    of its content (then two identical requests of two tasks look like one retried)."""
+    return (r.agent, f"id:{r.request_id}" if r.request_id else f"digest:{r.digest}")
+
+
 def _backoff(
     name: str,
     mine: Sequence[Request],
@@ -272,12 +281,12 @@ def _backoff(
 ) -> None:
     by_key: dict[tuple[str, str], list[Request]] = defaultdict(list)
     for r in mine:
-        by_key[(r.agent, r.digest)].append(r)
+        by_key[_identity(r)].append(r)
     waits: list[float] = []
     early: list[str] = []
     unretried = 0
     for r in throttled:
-        again = [x for x in by_key[(r.agent, r.digest)] if x.started > r.ended]
+        again = [x for x in by_key[_identity(r)] if x.started > r.ended]
         if not again:
             unretried += 1
             continue

@@ -94,3 +94,16 @@ def test_another_request_on_the_same_path_is_not_taken_for_the_retry() -> None:
     log = [request(0, code=429, retry_after=1, digest="a"), request(0.1, digest="b")]
     manners([*log, request(1.1, digest="a")], LIMITS, verdict, window=(0, 5))
     assert verdict.failures == []
+
+
+def test_an_identical_request_of_another_task_is_not_taken_for_the_retry() -> None:
+    verdict = RackVerdict()
+    throttled = Request(0, 0.01, 429, AGENT, "same", 1, request_id="1-7")
+    other = Request(0.02, 0.03, 200, AGENT, "same", 0, request_id="1-8")
+    retry = Request(1.05, 1.06, 200, AGENT, "same", 0, request_id="1-7")
+    manners([throttled, other, retry], LIMITS, verdict, window=(0, 5))
+    assert verdict.failures == []
+    early = RackVerdict()
+    manners([throttled, Request(0.02, 0.03, 200, AGENT, "same", 0, request_id="1-7")], LIMITS,
+            early, window=(0, 5))  # fmt: skip
+    assert early.failures

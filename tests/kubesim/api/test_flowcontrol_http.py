@@ -116,7 +116,9 @@ async def test_request_log_names_retry_after_and_tells_a_retry_from_another_requ
 ) -> None:
     path = f"/api/v1/namespaces/{ns}/configmaps"
     bodies = [{"metadata": {"name": n}, "data": {}} for n in ("a", "b")]
-    answers = [await http.post(path, json=bodies[0]) for _ in range(2)]
+    answers = [
+        await http.post(path, json=bodies[0], headers={"X-Request-Id": "r1"}) for _ in range(2)
+    ]
     answers.append(await http.post(path, json=bodies[1]))
     assert [a.status for a in answers][1:] == [429, 429]
     log = [r for r in (await (await http.get("/kubesim/v1/requests")).json())["items"]
@@ -124,3 +126,4 @@ async def test_request_log_names_retry_after_and_tells_a_retry_from_another_requ
     assert [r["retryAfter"] for r in log] == [0, 5, 5]
     # The same create sent again has the same digest; a create of another object does not.
     assert log[0]["digest"] == log[1]["digest"] != log[2]["digest"]
+    assert [r["requestId"] for r in log] == ["r1", "r1", ""]

@@ -14,6 +14,7 @@ so callers branch on ``error.code == 404`` instead of parsing client exceptions.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
 from collections.abc import AsyncGenerator, Mapping
 from dataclasses import dataclass
@@ -97,6 +98,12 @@ class FencedWrite(KubeError, Fenced):
 
 
 _WRITES: Final = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+
+
+REQUEST_ID: Final = "X-Request-Id"
+"""Header naming one logical request, the same on each of its retries: an API server's request
+log can then tell a retry after a 429 from another request with the same content."""
+_REQUEST_IDS = itertools.count(1)
 
 
 def _is_lease(path: str) -> bool:
@@ -262,6 +269,7 @@ class Kube:
         ]
         manners = self.manners
         unmannered = self._unmannered
+        request_id = f"{os.getpid()}-{next(_REQUEST_IDS)}"
         retry = 0
         while True:
             # Lease requests skip the shared bucket: the election paces itself (one request per
@@ -279,7 +287,11 @@ class Kube:
                     path,
                     method,
                     query_params=params,
-                    header_params={"Accept": JSON, "Content-Type": content_type},
+                    header_params={
+                        "Accept": JSON,
+                        "Content-Type": content_type,
+                        REQUEST_ID: request_id,
+                    },
                     body=body,
                     auth_settings=["BearerToken"],
                     _preload_content=False,

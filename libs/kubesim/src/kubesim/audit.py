@@ -151,6 +151,9 @@ class RequestRecord:
     code: int
     retry_after: int = 0
     """``Retry-After`` seconds of a 429 answered by the request limits (0: none)."""
+    request_id: str = ""
+    """The client's ``X-Request-Id`` header (Clearance sends one per logical request, the same
+    on every retry of it); empty when the client sent none."""
     digest: str = ""
     """Method, path with query, and body, hashed: a client's retry of a request has the same
     digest, two different creates on one path do not (rate-limit manners are judged by it)."""
@@ -167,6 +170,7 @@ class RequestRecord:
             "code": self.code,
             "retryAfter": self.retry_after,
             "digest": self.digest,
+            "requestId": self.request_id,
         }
 
 

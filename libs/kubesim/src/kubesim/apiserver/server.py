@@ -143,6 +143,7 @@ class ApiServer(WatchStreams):
             verb=verb_of(request.method, collection=_is_collection(request.path), watch=watch),
             user_agent=request.headers.get("User-Agent", ""),
             code=0,
+            request_id=request.headers.get("X-Request-Id", ""),
         )
         current_actor.set(Actor(record.user_agent, record.verb, record.id))
         if watch:
