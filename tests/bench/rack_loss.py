@@ -80,7 +80,7 @@ class RackConfig:
     redispatch_bound: float = 10.0
     service_env: dict[str, dict[str, str]] = field(default_factory=dict)
     """Extra environment per service (a test-only fault, an experiment)."""
-    settle_timeout: float = 180.0
+    settle_timeout: float = 300.0
 
     @property
     def max_pods(self) -> int:
