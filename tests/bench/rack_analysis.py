@@ -266,6 +266,24 @@ def _resource_of(path: str) -> str:
     return parts[0] if parts else path
 
 
+def breakdown(requests: Sequence[Request], window: tuple[float, float]) -> dict[str, Any]:
+    """Per service and ``verb resource``: requests started in ``window`` and their mean
+    server time (ms), busiest first — where a slow phase spent its API time."""
+    begin, end = window
+    out: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for r in requests:
+        name = service_of(r.agent)
+        if name is not None and begin <= r.started <= end:
+            out[name][f"{r.verb} {_resource_of(r.path)}"].append(r.ended - r.started)
+    return {
+        name: {
+            kind: {"count": len(times), "mean_ms": round(1000 * sum(times) / len(times), 1)}
+            for kind, times in sorted(kinds.items(), key=lambda kv: -sum(kv[1]))
+        }
+        for name, kinds in out.items()
+    }
+
+
 def _identity(r: Request) -> tuple[str, str]:
     """One logical request: the client's request id (the same on each retry), else the digest
     of its content (then two identical requests of two tasks look like one retried)."""

@@ -41,7 +41,7 @@ from clearance.stack import LocalStack, StackConfig
 from .clearance_latency import APPWRAPPERS, NAMESPACE, SERVICE_ENV, _close
 from .common import progress
 from .observing import CycleFollower, cycle_filter
-from .rack_analysis import Limits, Request, judge
+from .rack_analysis import Limits, Request, breakdown, judge
 from .rack_sampling import StormSampler
 
 KUBESIM_FLAGS: tuple[str, ...] = (
@@ -81,6 +81,8 @@ class RackConfig:
     service_env: dict[str, dict[str, str]] = field(default_factory=dict)
     """Extra environment per service (a test-only fault, an experiment)."""
     settle_timeout: float = 300.0
+    setup_timeout: float = 240.0
+    """The gangs must all run within this; past it the run reports where the time went."""
 
     @property
     def max_pods(self) -> int:
@@ -237,13 +239,25 @@ async def run(config: RackConfig) -> dict[str, Any]:
         )
         http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=120))
         try:
+            setup_began = time.time()
+            setup_cpu = await StormSampler(pids, nats_monitor=stack.nats.monitor_url).start()
             for i in range(config.appwrappers):
                 await kube.create(
                     APPWRAPPERS, appwrapper(f"rack-{i:03d}", config), namespace=NAMESPACE
                 )
-            result["setup_running_s"] = round(
-                await _wait_running(kube, total, timeout=60 + total / 20), 1
-            )
+            try:
+                result["setup_running_s"] = round(
+                    await _wait_running(kube, total, timeout=config.setup_timeout), 1
+                )
+            except TimeoutError as exc:
+                # Say where the time went (requests per service and verb, CPU per process)
+                # instead of only that it ran out.
+                result["setup_processes"] = (await setup_cpu.stop())["processes"]
+                requests = await _requests(http, stack.kubesim_url)
+                result["setup_requests"] = breakdown(requests, (setup_began, time.time()))
+                result["failures"] = [f"setup: {exc}"]
+                return result
+            await setup_cpu.stop()
             # A gang whose requeuing wait is not over yet notices the loss when it ends: its
             # teardown (and force deadline) is later, which the figures allow for.
             await asyncio.sleep(2.0)

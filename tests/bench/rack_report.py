@@ -33,6 +33,18 @@ def targets(r: dict[str, Any] | None, add: Any) -> None:
         )
         return  # fmt: skip
     c = r.get("config", {})
+    if "setup_requests" in r:
+        add(
+            "rack_loss",
+            f"rack loss ({c.get('nodes')} nodes, {c.get('appwrappers')} x "
+            f"{c.get('pods')} pods): every AppWrapper redispatched ≤ 10 s after its force "
+            "deadline",
+            None,
+            "",
+            "; ".join(r.get("failures", [])),
+            False,
+        )
+        return  # fmt: skip
     size = f"{c.get('nodes')} nodes, {c.get('appwrappers')} x {c.get('pods')} pods, "
     size += f"{c.get('lost')} lost"
     worst = _get(r, "force_deadline_to_last_redispatch_create_s", "max")
@@ -83,6 +95,16 @@ def rows(r: dict[str, Any] | None) -> list[tuple[str, str, str]]:
     if "error" in r:
         return [(name, "error", r["error"])]
     c = r.get("config", {})
+    if "setup_requests" in r:
+        out = [(name, "FAILED setup", "; ".join(r.get("failures", [])))]
+        for svc, kinds in r["setup_requests"].items():
+            top = list(kinds.items())[:5]
+            text = ", ".join(f"{k} {v['count']} x {v['mean_ms']}" for k, v in top)
+            out.append((name, f"setup: {svc} requests (count x mean server ms)", text))
+        for proc, v in (r.get("setup_processes") or {}).items():
+            text = f"{v['cpu_mean_percent_of_core']} | {v['cpu_peak_percent_of_core']}"
+            out.append((name, f"setup: {proc} CPU % of a core, mean | peak 1 s", text))
+        return out
     out = [
         (name, "size", f"{c.get('nodes')} nodes ({c.get('max_pods')} pods max each), "
          f"{c.get('appwrappers')} AppWrappers x {c.get('pods')} pods, {c.get('lost')} nodes lost "
