@@ -23,8 +23,8 @@ SMALL = RackConfig(
     wait_seconds=5,
     qps=50.0,
     burst=50,
-    server_qps=40.0,
-    server_burst=40,
+    server_qps=45.0,
+    server_burst=45,
     settle_timeout=90.0,
 )
 
