@@ -158,7 +158,29 @@ NOTES: dict[str, dict[str, str]] = {
         ),
         "fix": "Intern repeated strings (kind, apiVersion, namespace) and drop the raw copy.",
     },
+    "rack_loss": {
+        "bottleneck": (
+            "At 64 nodes x 500 gangs x 8 pods the gangs do not all run within the setup "
+            "timeout: pods reached Running at ~10/s (1,726 of 4,000 after 260 s on 2026-12-03, "
+            "kubesim at ~80% of a core, the dispatcher second). Two causes, read from the "
+            "request log and a profile of kubesim's scheduler: every scheduling pass re-sums "
+            "every bound pod's requests (0.24 s a pass at 4,000 pods; 0.11 s once quantities "
+            "are remembered), and the dispatcher spends ~30 API requests per gang it "
+            "redispatches (small run: 9.5 status patches and 10 pod GETs per gang), so a 500-gang "
+            "storm alone is ~15,000 requests, > 70 s at a 200/s client limit."
+        ),
+        "fix": (
+            "kubesim: keep each node's usage incrementally from the pod informer (a pass "
+            "proportional to the pending pods). dispatcher (issue 16 Build 2): one status write "
+            "per transition and no GET per pod on the redispatch path; then the full size fits "
+            "the 10 s bound at the 200/s limit (500 gangs x ~10 requests = 25 s of tokens is "
+            "still too many: the limit for a 500-gang storm must be >= 500/s, or the bound "
+            "scaled with the gang count)."
+        ),
+    },
 }
+
+NOTES["rack_redispatch"] = NOTES["rack_loss"]
 
 OBSERVATIONS: dict[str, str] = {
     "watcher_publish": (
