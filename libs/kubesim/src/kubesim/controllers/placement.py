@@ -164,8 +164,30 @@ def _container_resources(container: Mapping[str, Any]) -> Resources:
     return _quantities(requests)
 
 
+_REQUESTS: dict[tuple[str, str], Resources] = {}
+"""Requests of pods already read, by (uid, resourceVersion): a scheduling pass reads every bound
+pod's. Bounded: cleared when it holds more than :data:`_REQUESTS_LIMIT` pods."""
+_REQUESTS_LIMIT = 100_000
+
+
 def pod_requests(pod: Mapping[str, Any]) -> Resources:
-    """`computePodResourceRequest`: containers summed, max with each init container, + overhead."""
+    """`computePodResourceRequest`: containers summed, max with each init container, + overhead.
+
+    The returned mapping may be shared between calls: read it, never change it."""
+    meta = pod.get("metadata") or {}
+    uid, rv = meta.get("uid"), meta.get("resourceVersion")
+    if not uid or not rv:
+        return _pod_requests(pod)
+    key = (str(uid), str(rv))
+    found = _REQUESTS.get(key)
+    if found is None:
+        if len(_REQUESTS) >= _REQUESTS_LIMIT:
+            _REQUESTS.clear()
+        found = _REQUESTS[key] = _pod_requests(pod)
+    return found
+
+
+def _pod_requests(pod: Mapping[str, Any]) -> Resources:
     spec = pod.get("spec") or {}
     total: Resources = {}
     for container in spec.get("containers") or []:
