@@ -164,8 +164,8 @@ NOTES: dict[str, dict[str, str]] = {
             "timeout: pods reached Running at ~10/s (1,726 of 4,000 after 260 s on 2026-12-03, "
             "kubesim at ~80% of a core, the dispatcher second). Two causes, read from the "
             "request log and a profile of kubesim's scheduler: every scheduling pass re-sums "
-            "every bound pod's requests (0.24 s a pass at 4,000 pods; 0.11 s once quantities "
-            "are remembered), and the dispatcher spends ~30 API requests per gang it "
+            "every bound pod's requests (0.24 s a pass at 4,000 pods; ~0.06 s once quantities "
+            "and requests are remembered), and the dispatcher spends ~30 API requests per gang it "
             "redispatches (small run: 9.5 status patches and 10 pod GETs per gang), so a 500-gang "
             "storm alone is ~15,000 requests, > 70 s at a 200/s client limit."
         ),
