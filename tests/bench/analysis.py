@@ -161,9 +161,12 @@ NOTES: dict[str, dict[str, str]] = {
     "rack_loss": {
         "bottleneck": (
             "At 64 nodes x 500 gangs x 8 pods the gangs do not all run within the setup "
-            "timeout: pods reached Running at ~10/s (1,726 of 4,000 after 260 s on 2026-12-03, "
-            "kubesim at ~80% of a core, the dispatcher second). Two causes, read from the "
-            "request log and a profile of kubesim's scheduler: every scheduling pass re-sums "
+            "timeout (2026-12-03, 240 s): the dispatcher had created all 4,000 pods, but only "
+            "~1,530 ran — kubesim, the simulator, was the bottleneck (72.5% of a core mean, "
+            "97% peak, on the shared 2 cores), and gangs whose pods did not run within their "
+            "30 s requeuing wait were torn down during the setup (1,108 deletes), which fed "
+            "it more work. Read from the request log and a profile of kubesim's scheduler: "
+            "every scheduling pass re-sums "
             "every bound pod's requests (0.24 s a pass at 4,000 pods; ~0.06 s once quantities "
             "and requests are remembered), and the dispatcher's API requests per gang it "
             "redispatches: at 16 nodes x 100 gangs x 8 pods (2026-12-03, every gang back, no "
