@@ -302,6 +302,8 @@ def _serve(args: argparse.Namespace) -> int:
     )
     if args.nodes < 0:
         return _fail("--nodes must be >= 0", EXIT_USAGE)
+    if args.node_max_pods < 1:
+        return _fail("--node-max-pods must be >= 1", EXIT_USAGE)
     timings = {field: getattr(args, field) for _, field, _, _ in TIMING_FLAGS}
     try:
         flow_control = cli_flowcontrol.config_from_args(args)
