@@ -23,13 +23,14 @@ from . import (
     clearance_latency,
     dispatcher_queue,
     footprint,
+    rack_loss,
     report,
     tracker_scale,
     watcher_ingest,
 )
 from .common import machine, progress
 
-BENCHMARKS = ("clearance", "watcher", "tracker", "dispatcher", "footprint")
+BENCHMARKS = ("clearance", "watcher", "tracker", "dispatcher", "footprint", "rackloss")
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -53,6 +54,12 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--model-events", type=int, default=2_000)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--rounds", type=int, default=20, help="dispatcher: scans per size")
+    parser.add_argument("--rack-nodes", type=int, default=64, help="rackloss: cluster nodes")
+    parser.add_argument(
+        "--rack-lost", type=int, default=None, help="rackloss: nodes lost (default: half)"
+    )
+    parser.add_argument("--rack-appwrappers", type=int, default=500, help="rackloss: gangs")
+    parser.add_argument("--rack-pods", type=int, default=8, help="rackloss: pods per gang")
     parser.add_argument("--md", type=Path, default=ROOT / "docs" / "benchmarks.md")
     parser.add_argument("--json", type=Path, default=ROOT / "docs" / "benchmarks.json")
     args = parser.parse_args(argv)
@@ -61,6 +68,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
         args.teardowns, args.events, args.model_events = 100, 4_000, 400
         args.repeat, args.rounds = 2, 5
         args.growth = [300]
+        args.rack_nodes, args.rack_appwrappers = 16, 100
     return args
 
 
@@ -116,6 +124,19 @@ async def main_async(args: argparse.Namespace, host: dict[str, Any]) -> dict[str
         await timed("dispatcher", sync(dispatcher_queue.run, rounds=args.rounds))
     if "footprint" in selected:
         await timed("footprint", sync(footprint.run))
+
+    if "rackloss" in selected:
+        await timed(
+            "rackloss",
+            rack_loss.run(
+                rack_loss.RackConfig(
+                    nodes=args.rack_nodes,
+                    appwrappers=args.rack_appwrappers,
+                    pods=args.rack_pods,
+                    lost=args.rack_lost if args.rack_lost is not None else args.rack_nodes // 2,
+                )
+            ),
+        )
 
     targets = report.targets(results)
     profiles: dict[str, Any] = {}

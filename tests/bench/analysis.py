@@ -174,7 +174,34 @@ NOTES: dict[str, dict[str, str]] = {
         ),
         "fix": "Intern repeated strings (kind, apiVersion, namespace) and drop the raw copy.",
     },
+    "rack_loss": {
+        "bottleneck": (
+            "At 64 nodes x 500 gangs x 8 pods the gangs do not all run within the setup "
+            "timeout (2026-12-03, 240 s): the dispatcher had created all 4,000 pods, but only "
+            "~1,530 ran — kubesim, the simulator, was the bottleneck (72.5% of a core mean, "
+            "97% peak, on the shared 2 cores), and gangs whose pods did not run within their "
+            "30 s requeuing wait were torn down during the setup (1,108 deletes), which fed "
+            "it more work. Read from the request log and a profile of kubesim's scheduler: "
+            "every scheduling pass re-sums "
+            "every bound pod's requests (0.24 s a pass at 4,000 pods; ~0.06 s once quantities "
+            "and requests are remembered), and the dispatcher's API requests per gang it "
+            "redispatches: at 16 nodes x 100 gangs x 8 pods (2026-12-03, every gang back, no "
+            "safety violation, worst 14.8 s after its force deadline) it sent 3,267 pod GETs "
+            "(~32 per gang), 979 status patches (~10), 808 deletes and 808 creates in the "
+            "storm — 75.7 requests/s for 83 s; a 500-gang storm is ~25,000 requests."
+        ),
+        "fix": (
+            "kubesim: keep each node's usage incrementally from the pod informer (a pass "
+            "proportional to the pending pods). dispatcher (issue 16 Build 2): one status write "
+            "per transition and no GET per pod on the redispatch path (the other items of "
+            "Build 2). Even then the arithmetic binds: 500 gangs x ~10 requests is 25 s of a "
+            "200/s bucket, so the 10 s bound at full size needs either ≤ 4 requests per gang "
+            "or a client limit ≥ 500/s (and an API server that admits it)."
+        ),
+    },
 }
+
+NOTES["rack_redispatch"] = NOTES["rack_loss"]
 
 OBSERVATIONS: dict[str, str] = {
     "watcher_publish": (

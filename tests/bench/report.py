@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from . import rack_report
 from .analysis import NOTES, OBSERVATIONS
 
 
@@ -125,15 +126,7 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
             "≤ 2 KB (2,048 B)",
             top["rss_bytes_per_tracked_object"] <= 2048,
         )
-    add(
-        "rack_loss",
-        "rack loss (Acceptance 4): every AppWrapper redispatched ≤ 10 s after its force "
-        "deadline, within the API rate limit",
-        None,
-        "",
-        "not measured: the benchmark is not written yet (docs/NEEDS.md)",
-        None,
-    )
+    rack_report.targets(results.get("rackloss"), add)
     d = results.get("dispatcher", {})
     big = next((q for q in d.get("by_queue_length", []) if q.get("queued") == 20_000), None)
     scan = _get(big, "scan_ms", "median")
@@ -356,6 +349,7 @@ def figures(data: dict[str, Any]) -> list[tuple[str, str, str]]:
                  f"{ka['delta_mib']} MiB after the other libraries "
                  f"({fp['kubernetes_asyncio_client_alone_mib']} MiB alone)")
             )  # fmt: skip
+    rows += rack_report.rows(r.get("rackloss"))
     return rows
 
 

@@ -104,3 +104,26 @@ async def test_injected_429_carries_retry_after_in_header_and_status_details(
     assert '"reason":"TooManyRequests"' in body and '"retryAfterSeconds":7' in body
     bad = await http.post("/kubesim/v1/fail", json={"code": 429, "retryAfter": 0})
     assert bad.status == 400
+
+
+@pytest.mark.parametrize(
+    "apiserver_options",
+    [{"flow_control": FlowControlConfig(rate_limit=0.2, rate_burst=2)}],
+    indirect=True,
+)
+async def test_request_log_names_retry_after_and_tells_a_retry_from_another_request(
+    http: aiohttp.ClientSession, ns: str
+) -> None:
+    path = f"/api/v1/namespaces/{ns}/configmaps"
+    bodies = [{"metadata": {"name": n}, "data": {}} for n in ("a", "b")]
+    answers = [
+        await http.post(path, json=bodies[0], headers={"X-Request-Id": "r1"}) for _ in range(2)
+    ]
+    answers.append(await http.post(path, json=bodies[1]))
+    assert [a.status for a in answers][1:] == [429, 429]
+    log = [r for r in (await (await http.get("/kubesim/v1/requests")).json())["items"]
+           if r["path"] == path and r["method"] == "POST"]  # fmt: skip
+    assert [r["retryAfter"] for r in log] == [0, 5, 5]
+    # The same create sent again has the same digest; a create of another object does not.
+    assert log[0]["digest"] == log[1]["digest"] != log[2]["digest"]
+    assert [r["requestId"] for r in log] == ["r1", "r1", ""]

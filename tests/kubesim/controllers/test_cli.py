@@ -138,6 +138,17 @@ def test_serve_refuses_a_negative_request_limit_without_a_traceback() -> None:
     assert "Traceback" not in result.stderr
 
 
+def test_serve_refuses_a_node_without_room_for_a_pod() -> None:
+    result = subprocess.run(
+        [*kubesim_command(), "serve", "--node-max-pods", "0"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert result.returncode == 2 and "--node-max-pods must be >= 1" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
 def test_ctl_fail_can_inject_429_with_retry_after(served: Served) -> None:
     added = served.ctl(
         "fail", "--path", "^/api/v1/nodes$", "--code", "429", "--retry-after", "3", "--count", "1"

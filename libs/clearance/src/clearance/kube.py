@@ -14,6 +14,7 @@ so callers branch on ``error.code == 404`` instead of parsing client exceptions.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
 from collections.abc import AsyncGenerator, Mapping
 from dataclasses import dataclass
@@ -24,7 +25,7 @@ import msgspec
 from kubernetes_asyncio import client as k8s_client
 from kubernetes_asyncio import config as k8s_config
 
-from clearance import apimanners
+from clearance import apimanners, testfaults
 from clearance.fencing import Fenced, Term
 
 JSON: Final = "application/json"
@@ -97,6 +98,12 @@ class FencedWrite(KubeError, Fenced):
 
 
 _WRITES: Final = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+
+
+REQUEST_ID: Final = "X-Request-Id"
+"""Header naming one logical request, the same on each of its retries: an API server's request
+log can then tell a retry after a 429 from another request with the same content."""
+_REQUEST_IDS = itertools.count(1)
 
 
 def _is_lease(path: str) -> bool:
@@ -197,6 +204,7 @@ class Kube:
         self._api = api
         self._timeout = request_timeout
         self.manners = manners
+        self._unmannered = testfaults.active("unmannered")
         """Rate limit and 429/5xx retries (:mod:`clearance.apimanners`); None: neither."""
         self.fence: Term | None = None
         """When set, every write except to Leases first checks this term (fencing): a replica
@@ -260,9 +268,14 @@ class Kube:
             if v is not None
         ]
         manners = self.manners
+        unmannered = self._unmannered
+        request_id = f"{os.getpid()}-{next(_REQUEST_IDS)}"
         retry = 0
         while True:
-            if manners is not None:
+            # Lease requests skip the shared bucket: the election paces itself (one request per
+            # retry period), and a renewal queued behind a burst of work would lose the term —
+            # controller-runtime gives leader election a client of its own for the same reason.
+            if manners is not None and not unmannered and not _is_lease(path):
                 await manners.bucket.take()
                 if retry and self.fence is not None and method in _WRITES and not _is_lease(path):
                     try:  # the pause may have outlived the lease: check again
@@ -274,7 +287,11 @@ class Kube:
                     path,
                     method,
                     query_params=params,
-                    header_params={"Accept": JSON, "Content-Type": content_type},
+                    header_params={
+                        "Accept": JSON,
+                        "Content-Type": content_type,
+                        REQUEST_ID: request_id,
+                    },
                     body=body,
                     auth_settings=["BearerToken"],
                     _preload_content=False,
@@ -301,7 +318,7 @@ class Kube:
             assert manners is not None
             manners.retried += 1
             retry += 1
-            await asyncio.sleep(pause)
+            await asyncio.sleep(0.0 if unmannered else pause)
 
     async def request(
         self,

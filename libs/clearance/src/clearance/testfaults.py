@@ -19,6 +19,10 @@ by default and costs one set lookup where it sits.
 * ``r1-streams`` — the bus provisions every stream with one replica and corrects "drift" down
   to it, whatever was declared (the defect of issue 12: streams silently R1 on a cluster).
 
+* ``unmannered`` — the Kubernetes client takes no token from its rate limit and sends a request
+  answered 429 again at once, ignoring ``Retry-After`` (the API-manners checks of the rack-loss
+  benchmark must catch it; issue 16).
+
 * ``incarnation-blind`` — the dispatcher checks only its own pods before a dispatch and does not
   roll back an attempt's items when a later one meets a 409 (the pre-issue-13 behaviour).
 """
@@ -38,6 +42,7 @@ Fault = Literal[
     "ignore-pruned",
     "lagging-status",
     "incarnation-blind",
+    "unmannered",
 ]
 
 

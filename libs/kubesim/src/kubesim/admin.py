@@ -20,7 +20,8 @@
   kinds ``kubesim serve --audit-objects`` names. It is a separate bounded audit log, so it
   survives compaction (tests compare consumer output with what really happened).
 * `GET /kubesim/v1/requests?since=ID&userAgent=SUBSTRING`: the request log
-  `{id,started,ended,method,path,verb,userAgent,code}`, oldest first.
+  `{id,started,ended,method,path,verb,userAgent,code,retryAfter,digest}`, oldest first
+  (``retryAfter``: of a 429 from the request limits; ``digest``: same for a retry of a request).
 """
 
 from __future__ import annotations

@@ -21,6 +21,7 @@ to ``kubesim``.
 from __future__ import annotations
 
 import copy
+import hashlib
 import itertools
 import time
 from collections import deque
@@ -148,6 +149,14 @@ class RequestRecord:
     verb: str
     user_agent: str
     code: int
+    retry_after: int = 0
+    """``Retry-After`` seconds of a 429 answered by the request limits (0: none)."""
+    request_id: str = ""
+    """The client's ``X-Request-Id`` header (Clearance sends one per logical request, the same
+    on every retry of it); empty when the client sent none."""
+    digest: str = ""
+    """Method, path with query, and body, hashed: a client's retry of a request has the same
+    digest, two different creates on one path do not (rate-limit manners are judged by it)."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -159,7 +168,21 @@ class RequestRecord:
             "verb": self.verb,
             "userAgent": self.user_agent,
             "code": self.code,
+            "retryAfter": self.retry_after,
+            "digest": self.digest,
+            "requestId": self.request_id,
         }
+
+
+def request_digest(method: str, path_qs: str, body: bytes) -> str:
+    """16 hex digits identifying one request's content (see :attr:`RequestRecord.digest`)."""
+    h = hashlib.blake2b(digest_size=8)
+    h.update(method.encode())
+    h.update(b" ")
+    h.update(path_qs.encode())
+    h.update(b"\n")
+    h.update(body)
+    return h.hexdigest()
 
 
 class RequestLog:

@@ -194,6 +194,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--node-gpu", type=int, default=0, help="nvidia.com/gpu capacity of each node (default: 0)"
     )
     serve.add_argument(
+        "--node-max-pods",
+        type=int,
+        default=110,
+        metavar="N",
+        help="pods capacity of each node (kubelet --max-pods; default: 110, the real default)",
+    )
+    serve.add_argument(
         "--kubeconfig",
         default=None,
         help="where to write the kubeconfig (default: a temporary file, removed on exit)",
@@ -295,6 +302,8 @@ def _serve(args: argparse.Namespace) -> int:
     )
     if args.nodes < 0:
         return _fail("--nodes must be >= 0", EXIT_USAGE)
+    if args.node_max_pods < 1:
+        return _fail("--node-max-pods must be >= 1", EXIT_USAGE)
     timings = {field: getattr(args, field) for _, field, _, _ in TIMING_FLAGS}
     try:
         flow_control = cli_flowcontrol.config_from_args(args)
@@ -307,6 +316,7 @@ def _serve(args: argparse.Namespace) -> int:
             node_cpu=args.node_cpu,
             node_memory=args.node_memory,
             node_gpu=args.node_gpu,
+            node_max_pods=args.node_max_pods,
             crd_files=tuple(args.crd),
             builtin_crds=tuple(args.builtin_crd),
             enable_controllers=not args.no_controllers,

@@ -23,7 +23,14 @@ from kubesim.apiserver.http import (
     _status_response,
 )
 from kubesim.apiserver.watching import WatchStreams
-from kubesim.audit import Actor, RequestLog, RequestRecord, current_actor, verb_of
+from kubesim.audit import (
+    Actor,
+    RequestLog,
+    RequestRecord,
+    current_actor,
+    request_digest,
+    verb_of,
+)
 from kubesim.flowcontrol import FlowControl, FlowControlConfig, Rejection
 from kubesim.kubeconfig import write_kubeconfig
 from kubesim.registry import Registry
@@ -136,14 +143,19 @@ class ApiServer(WatchStreams):
             verb=verb_of(request.method, collection=_is_collection(request.path), watch=watch),
             user_agent=request.headers.get("User-Agent", ""),
             code=0,
+            request_id=request.headers.get("X-Request-Id", ""),
         )
         current_actor.set(Actor(record.user_agent, record.verb, record.id))
         if watch:
             record.ended = record.started
             self.requests.add(record)
+        else:
+            body = await request.read() if request.can_read_body else b""
+            record.digest = request_digest(request.method, request.path_qs, body)
         slot = self.flow.admit(path=request.path, verb=record.verb, user_agent=record.user_agent)
         try:
             if isinstance(slot, Rejection):
+                record.retry_after = slot.retry_after
                 response: web.StreamResponse = too_many_requests(slot.retry_after)
             else:
                 response = await self._handle(request, handler)
