@@ -79,9 +79,10 @@ def _tracebacks(env: Env) -> list[str]:
 async def test_generated_appwrappers_all_end_dispatched_or_failed_and_a_good_one_runs(
     make_env: Any,
 ) -> None:
-    env = await make_env(nodes=2, node_cpu="8")
+    env = await make_env(nodes=2, node_cpu="1000")
     _keep_appwrapper_bodies(env)
-    await env.start_dispatcher()
+    import os
+    await env.start_dispatcher(**{k: v for k, v in os.environ.items() if k.startswith("XCLEARANCE_")} | {k[1:]: v for k, v in os.environ.items() if k.startswith("XCLEARANCE_")})
     generated = await asyncio.to_thread(generate, GENERATED)
     names: list[str] = []
     refused = 0

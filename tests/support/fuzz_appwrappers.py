@@ -34,7 +34,9 @@ dns = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789-", min_size=1, max_
 )
 key_text = st.text(alphabet="abcdefghijklmnopqrstuvwxyzABCZ0123456789-._", min_size=1, max_size=12)
 quantity = st.one_of(
-    st.sampled_from(["0", "1m", "10m", "lots", "1e400", "9223372036854775807Ki", "-1", "1.5"]),
+    st.sampled_from(
+        ["0", "1m", "10m", "lots", "1e400", "1e1000000", "9223372036854775807Ki", "-1", "1.5"]
+    ),
     short_text,
     st.integers(-1, 2),
 )
@@ -92,7 +94,9 @@ def _item(name: str) -> st.SearchStrategy[dict[str, Any]]:
 
 def _renamed(item: dict[str, Any], name: str) -> dict[str, Any]:
     template = dict(item["generictemplate"])
-    template["metadata"] = {**template.get("metadata", {}), "name": name}
+    if "name" not in template.get("metadata", {}):  # the nameless template stays nameless
+        return item
+    template["metadata"] = {**template["metadata"], "name": name}
     return {**item, "generictemplate": template}
 
 
@@ -108,15 +112,12 @@ _REQUEUING_INTS = (
 
 
 @st.composite
-def appwrappers(draw: st.DrawFn, index: int) -> dict[str, Any]:
-    """AppWrapper number ``index`` (the index makes its name and its items' names unique)."""
+def appwrappers(draw: st.DrawFn) -> dict[str, Any]:
+    """One AppWrapper, with placeholder names (:func:`numbered` makes them unique) and one
+    extra item under ``x-huge`` that :func:`numbered` may repeat into a huge list."""
     stem = draw(st.one_of(dns, st.integers(100, 253).map(lambda n: "l" * n)))
-    name = f"f{index}-{stem}"[:253].rstrip("-")
-    if index % HUGE_EVERY == HUGE_EVERY // 2:  # one drawn item repeated: a huge list, cheaply
-        item = draw(_item(f"i{index}-0"))
-        items = [_renamed(item, f"i{index}-{j}") for j in range(draw(st.integers(30, 50)))]
-    else:
-        items = [draw(_item(f"i{index}-{j}")) for j in range(draw(st.integers(0, 3)))]
+    items = [draw(_item("i")) for _ in range(draw(st.integers(0, 3)))]
+    huge = (draw(_item("i")), draw(st.integers(30, 50)))
     requeuing = draw(
         st.fixed_dictionaries(
             {},
@@ -147,9 +148,24 @@ def appwrappers(draw: st.DrawFn, index: int) -> dict[str, Any]:
     return {
         "apiVersion": "workload.codeflare.dev/v1beta1",
         "kind": "AppWrapper",
-        "metadata": {"name": name},
+        "metadata": {"name": stem},
         "spec": spec,
+        "x-huge": huge,
     }
+
+
+def numbered(drawn: dict[str, Any], index: int) -> dict[str, Any]:
+    """AppWrapper number ``index``: unique names; a huge item list when ``index`` says so."""
+    body = {k: v for k, v in drawn.items() if k != "x-huge"}
+    body["metadata"] = {"name": f"f{index}-{drawn['metadata']['name']}"[:253].rstrip("-")}
+    resources = body["spec"]["resources"]
+    if index % HUGE_EVERY == HUGE_EVERY // 2:
+        item, count = drawn["x-huge"]
+        resources["GenericItems"] = [item] * count
+    resources["GenericItems"] = [
+        _renamed(item, f"i{index}-{j}") for j, item in enumerate(resources["GenericItems"])
+    ]
+    return body
 
 
 def generate(count: int) -> list[dict[str, Any]]:
@@ -166,10 +182,10 @@ def generate(count: int) -> list[dict[str, Any]]:
     )
     @given(st.data())
     def draw(data: st.DataObject) -> None:
-        drawn.append(data.draw(appwrappers(len(drawn))))
+        drawn.append(data.draw(appwrappers()))
 
     draw()
-    return drawn
+    return [numbered(body, index) for index, body in enumerate(drawn)]
 
 
 def settled(raw: Mapping[str, Any]) -> str | None:
@@ -228,8 +244,10 @@ def judge(history: Iterable[Mapping[str, Any]], names: Iterable[str], *, within:
             verdict.late[name] = "no creation in the write history"
             continue
         if name not in settled_at:
-            status = (last.get(name) or {}).get("status")
-            verdict.late[name] = f"never settled; last status {status}"
+            body = last.get(name) or {}
+            verdict.late[name] = (
+                f"never settled; last status {body.get('status')}; spec {body.get('spec')}"[:2000]
+            )
             continue
         at, outcome = settled_at[name]
         verdict.outcomes[outcome] = verdict.outcomes.get(outcome, 0) + 1
