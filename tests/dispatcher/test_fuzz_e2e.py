@@ -17,7 +17,7 @@ import contextlib
 from typing import Any
 
 import pytest
-from tests.dispatcher.conftest import Env, job_appwrapper, state_is
+from tests.dispatcher.conftest import AW, Env, job_appwrapper, state_is
 from tests.support.fuzz_appwrappers import INT64, Verdict, generate, judge, settled
 from tests.support.polling import eventually
 
@@ -62,6 +62,14 @@ async def _settled_or_timeout(env: Env, names: list[str]) -> None:
         await eventually(all_settled, timeout=SETTLED_WITHIN + 1, interval=0.25)
 
 
+async def _delete(env: Env, names: list[str]) -> None:
+    """Judged AppWrappers go (their teardown is part of the run: no traceback either); kept,
+    the dispatched ones would requeue every 10 s and load every later burst more."""
+    for name in names:
+        with contextlib.suppress(KubeError):
+            await env.kube.delete(AW, name, namespace=env.namespace)
+
+
 async def _verdict(env: Env, names: list[str]) -> Verdict:
     history = await env.history(kind="AppWrapper", namespace=env.namespace)
     return judge(history, names, within=SETTLED_WITHIN)
@@ -94,7 +102,12 @@ async def test_generated_appwrappers_all_end_dispatched_or_failed_and_a_good_one
             await env.create_aw(job_appwrapper("good", env.namespace))
             names.append("good")
         await _settled_or_timeout(env, accepted)
+        await _delete(env, accepted)
     verdict = await _verdict(env, names)
+    import json as _j
+    _r = await env.kube.request("GET", "/kubesim/v1/requests")
+    open("/tmp/req.json", "wb").write(_r)
+    open("/tmp/hist.json", "w").write(_j.dumps(await env.history(kind="AppWrapper", namespace=env.namespace)))
     print(f"fuzz: {len(generated)} generated, {refused} refused by the API; {verdict.summary()}")
     assert not verdict.late, (
         f"{len(verdict.late)} of {len(names)} not settled within {SETTLED_WITHIN}s: "

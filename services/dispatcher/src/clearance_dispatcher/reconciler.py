@@ -25,7 +25,7 @@ import asyncio
 import contextlib
 import logging
 
-from clearance import bus
+from clearance import apimanners, bus
 from clearance.kube import KubeError
 from clearance_dispatcher import transitions, triage
 from clearance_dispatcher.admission import Admission, pause_remaining
@@ -95,6 +95,9 @@ class Reconciler:
 
     async def _worker(self, *, first_looks: bool) -> None:
         rt = self.rt
+        # An intake worker's requests are a user's wait: they pass the queue of the client's
+        # rate limit (this worker's own task; clearance.apimanners.URGENT).
+        apimanners.URGENT.set(first_looks)
         while True:
             key = await rt.queue.get(urgent_only=first_looks)
             try:
