@@ -9,7 +9,6 @@ off, the same 429 reaches the caller: the retry is what the passing tests measur
 from __future__ import annotations
 
 import asyncio
-
 import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path

@@ -84,13 +84,13 @@ def _tracebacks(env: Env) -> list[str]:
     return [p.log_path.name for p in env.processes if "Traceback" in p.output(tail=1_000_000)]
 
 
+@pytest.mark.timeout(300)  # ~50 s alone on the shared 2-core machine; more under -n 2
 async def test_generated_appwrappers_all_end_dispatched_or_failed_and_a_good_one_runs(
     make_env: Any,
 ) -> None:
     env = await make_env(nodes=2, node_cpu="1000")
     _keep_appwrapper_bodies(env)
-    import os
-    await env.start_dispatcher(**{k: v for k, v in os.environ.items() if k.startswith("XCLEARANCE_")} | {k[1:]: v for k, v in os.environ.items() if k.startswith("XCLEARANCE_")})
+    await env.start_dispatcher()
     generated = await asyncio.to_thread(generate, GENERATED)
     names: list[str] = []
     refused = 0
@@ -104,10 +104,6 @@ async def test_generated_appwrappers_all_end_dispatched_or_failed_and_a_good_one
         await _settled_or_timeout(env, accepted)
         await _delete(env, accepted)
     verdict = await _verdict(env, names)
-    import json as _j
-    _r = await env.kube.request("GET", "/kubesim/v1/requests")
-    open("/tmp/req.json", "wb").write(_r)
-    open("/tmp/hist.json", "w").write(_j.dumps(await env.history(kind="AppWrapper", namespace=env.namespace)))
     print(f"fuzz: {len(generated)} generated, {refused} refused by the API; {verdict.summary()}")
     assert not verdict.late, (
         f"{len(verdict.late)} of {len(names)} not settled within {SETTLED_WITHIN}s: "

@@ -194,7 +194,9 @@ async def test_a_409_mid_creation_rolls_back_what_the_attempt_created_then_it_ru
     await eventually(rolled_back, timeout=10, what="race-0 and race-1 rolled back")
     history = await env.history(namespace=env.namespace, kind="ConfigMap")
     for n in (0, 1):
-        writes = [(e["type"], e["userAgent"].split("/")[0]) for e in history if e["name"] == f"race-{n}"]
+        writes = [
+            (e["type"], e["userAgent"].split("/")[0]) for e in history if e["name"] == f"race-{n}"
+        ]
         assert writes[0] == ("ADDED", "clearance-dispatcher"), writes
         assert ("DELETED", "clearance-dispatcher") in writes, writes
     assert (held.get("status") or {}).get("state") != "Failed", held["status"]
