@@ -71,10 +71,11 @@ class TokenBucket:
         self._tokens -= 1.0
         return 0.0 if self._tokens >= 0 else -self._tokens / self.qps
 
-    async def take(self) -> None:
+    async def take(self, *, urgent: bool = False) -> None:
+        """Wait for a token; ``urgent`` (or :data:`URGENT` set) passes the queue (see there)."""
         if self.qps <= 0:
             return
-        if URGENT.get():
+        if urgent or URGENT.get():
             overdraft = self.delay() - self.burst / self.qps
             if overdraft > 0:
                 self.waited += overdraft

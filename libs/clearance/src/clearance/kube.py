@@ -263,7 +263,9 @@ class Kube:
         retry = 0
         while True:
             if manners is not None:
-                await manners.bucket.take()
+                # Lease renewals never queue behind work (client-go gives leader election a
+                # client of its own): a renewal late by the queue loses the lease.
+                await manners.bucket.take(urgent=_is_lease(path))
                 if retry and self.fence is not None and method in _WRITES and not _is_lease(path):
                     try:  # the pause may have outlived the lease: check again
                         self.fence.check(f"{method} {path}")
