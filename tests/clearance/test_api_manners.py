@@ -8,6 +8,7 @@ off, the same 429 reaches the caller: the retry is what the passing tests measur
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -16,7 +17,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from clearance.apimanners import TokenBucket, pause_before_retry
+from clearance.apimanners import URGENT, TokenBucket, pause_before_retry
 from clearance.kube import Kube, KubeConfig, KubeError, Resource
 from kubesim.apiserver import ApiServer
 
@@ -134,3 +135,22 @@ def test_retry_pauses_follow_retry_after_and_back_off_reads_only() -> None:
     assert pause(500, "GET", {}, retry=20) == pytest.approx(5.0)
     assert pause(500, "POST", {}) is None  # a write may have been applied
     assert pause(404, "GET", {"Retry-After": "1"}) is None
+
+
+def test_an_urgent_request_passes_the_queue_within_one_more_burst_and_others_pay() -> None:
+    now = [0.0]
+    bucket = TokenBucket(qps=10.0, burst=3, clock=lambda: now[0])
+    assert [bucket.delay() for _ in range(3)] == [0.0, 0.0, 0.0]  # the bucket is empty
+    token = URGENT.set(True)
+    try:
+        for _ in range(3):  # one more burst goes at once, as debt
+            asyncio.run(asyncio.wait_for(bucket.take(), timeout=0.05))
+        assert bucket.waited == 0.0
+    finally:
+        URGENT.reset(token)
+    assert round(bucket.delay(), 3) == 0.4  # the next ordinary request pays for them
+    token = URGENT.set(True)
+    try:
+        assert round(bucket.delay() - bucket.burst / bucket.qps, 3) == 0.2  # beyond: it waits
+    finally:
+        URGENT.reset(token)

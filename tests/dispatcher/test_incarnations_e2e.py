@@ -13,6 +13,7 @@ from typing import Any
 
 import msgspec
 from tests.support.dispatcher_env import AW, condition
+from tests.support.incarnations import incarnation_violations
 from tests.support.polling import eventually
 
 from clearance.kube import PODS, KubeError, Resource
@@ -137,3 +138,73 @@ async def test_a_resubmitted_appwrapper_waits_for_the_old_held_configmap_then_ru
     after = await env.get_aw("again")
     assert (condition(after, "Blocked") or {}).get("status") == "False", after["status"]
     await env.assert_safety()
+
+
+def _three_configmaps(namespace: str) -> dict[str, Any]:
+    items = [
+        {
+            "generictemplate": {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {"name": f"race-{n}"},
+                "data": {"n": str(n)},
+            }
+        }
+        for n in range(3)
+    ]
+    return {
+        "apiVersion": "workload.codeflare.dev/v1beta1",
+        "kind": "AppWrapper",
+        "metadata": {"name": "race", "namespace": namespace},
+        "spec": {"schedulingSpec": {}, "resources": {"GenericItems": items}},
+    }
+
+
+async def test_a_409_mid_creation_rolls_back_what_the_attempt_created_then_it_runs(
+    make_env: Any,
+) -> None:
+    """Issue 13 Build 5: a foreign ConfigMap appears under the third item's name after the
+    pre-check passed (kubesim holds the dispatcher's first create 1.5 s; the test creates it
+    then). The third create answers 409: the two ConfigMaps this attempt created are deleted
+    (the write history shows them ADDED then DELETED by the dispatcher), the AppWrapper says
+    why, and it is dispatched once the foreign object is gone. ``CLEARANCE_TEST_FAULT=
+    incarnation-blind`` (no rollback) fails this test: race-0 and race-1 stay."""
+    env = await make_env()
+    await env.start_dispatcher()
+    path = f"/api/v1/namespaces/{env.namespace}/configmaps$"
+    rule = {"path": path, "method": "POST", "latency": 1.5, "count": 1}
+    await env.kube.request("POST", "/kubesim/v1/fail", body=rule | {"userAgent": "dispatcher"})
+    await env.create_aw(_three_configmaps(env.namespace))
+    await env.wait_aw(
+        "race",
+        lambda aw: ((aw.get("status") or {}).get("clearance") or {}).get("phase") == "Dispatching",
+        what="the pre-check passed (Dispatching)",
+    )
+    foreign = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "race-2"}}
+    await env.kube.create(CONFIGMAPS, foreign, namespace=env.namespace)
+    held = await env.wait_aw(
+        "race",
+        lambda aw: "race-2" in str((aw.get("status") or {}).get("conditions")),
+        what="the AppWrapper names the conflicting ConfigMap",
+    )
+
+    async def rolled_back() -> bool:
+        return all([await _get(env, CONFIGMAPS, f"race-{n}") is None for n in (0, 1)])
+
+    await eventually(rolled_back, timeout=10, what="race-0 and race-1 rolled back")
+    history = await env.history(namespace=env.namespace, kind="ConfigMap")
+    for n in (0, 1):
+        writes = [
+            (e["type"], e["userAgent"].split("/")[0]) for e in history if e["name"] == f"race-{n}"
+        ]
+        assert writes[0] == ("ADDED", "clearance-dispatcher"), writes
+        assert ("DELETED", "clearance-dispatcher") in writes, writes
+    assert (held.get("status") or {}).get("state") != "Failed", held["status"]
+    await env.kube.delete(CONFIGMAPS, "race-2", namespace=env.namespace)
+
+    async def dispatched() -> bool:
+        cms = [await _get(env, CONFIGMAPS, f"race-{n}") for n in range(3)]
+        return all(cm is not None and cm["metadata"].get("ownerReferences") for cm in cms)
+
+    await eventually(dispatched, timeout=20, what="all three created once race-2 is gone")
+    assert not incarnation_violations(await env.history(namespace=env.namespace))

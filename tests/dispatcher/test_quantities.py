@@ -42,3 +42,17 @@ def test_canonical_units_round_up() -> None:
     assert canonical("memory", "1Ki") == 1024
     with pytest.raises(QuantityError):
         canonical("cpu", "-1")
+
+
+@pytest.mark.parametrize("text", ["1e1000000", "1e400", "1e18", "9223372036854775807Ki"])
+def test_a_quantity_beyond_int64_is_refused_never_raised_or_queued_forever(text: str) -> None:
+    """Found by the issue-13 fuzz: ``1e1000000`` raised decimal.Overflow out of validation, and
+    ``1e400`` cores passed it and waited in the queue forever (no cluster is that large)."""
+    with pytest.raises(QuantityError, match="too large"):
+        canonical("cpu", text)
+
+
+def test_the_largest_int64_quantity_and_a_vanishing_exponent_are_accepted() -> None:
+    assert canonical("cpu", "9223372036854775807m") == 2**63 - 1
+    assert canonical("cpu", "1e-1000000") == 1
+    assert canonical("cpu", "0e99999") == 0

@@ -23,6 +23,7 @@ import asyncio
 import random
 import time
 from collections.abc import Callable, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -36,6 +37,15 @@ MAX_RETRY_AFTER: Final = 60.0
 """Longest ``Retry-After`` obeyed (a larger value is cut to this)."""
 BACKOFF_BASE: Final = 0.1
 BACKOFF_CAP: Final = 5.0
+
+
+URGENT: ContextVar[bool] = ContextVar("clearance_api_urgent", default=False)
+"""Set (in its own task) by a caller a user is waiting on right now — the dispatcher's first
+looks at a new AppWrapper: a refusal naming the field, or Queued. Its requests do not queue
+behind a burst of dispatch creates and teardown deletes: they go at once while the bucket owes
+less than one more ``burst`` of tokens, and the others pay that debt, so the long-run rate stays
+``qps`` and the extra burst is bounded (issue 13: first looks waited ~5 s behind a 40-item
+teardown at the default 50 requests/s)."""
 
 
 class TokenBucket:
@@ -61,8 +71,15 @@ class TokenBucket:
         self._tokens -= 1.0
         return 0.0 if self._tokens >= 0 else -self._tokens / self.qps
 
-    async def take(self) -> None:
+    async def take(self, *, urgent: bool = False) -> None:
+        """Wait for a token; ``urgent`` (or :data:`URGENT` set) passes the queue (see there)."""
         if self.qps <= 0:
+            return
+        if urgent or URGENT.get():
+            overdraft = self.delay() - self.burst / self.qps
+            if overdraft > 0:
+                self.waited += overdraft
+                await asyncio.sleep(overdraft)
             return
         async with self._lock:  # FIFO: one waiter computes its delay at a time
             wait = self.delay()

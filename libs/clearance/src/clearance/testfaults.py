@@ -25,6 +25,9 @@ by default and costs one set lookup where it sits.
 
 * ``incarnation-blind`` — the dispatcher checks only its own pods before a dispatch and does not
   roll back an attempt's items when a later one meets a 409 (the pre-issue-13 behaviour).
+* ``unbounded-spec`` — the dispatcher's spec validation skips every range check (durations,
+  counts, priority), so out-of-range values reach the dispatch arithmetic as they did before
+  issue 13; the fuzz judgement must name the AppWrappers this leaves unsettled.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ Fault = Literal[
     "lagging-status",
     "incarnation-blind",
     "unmannered",
+    "unbounded-spec",
 ]
 
 

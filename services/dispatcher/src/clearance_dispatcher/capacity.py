@@ -45,6 +45,11 @@ _DECIMAL: Final = {
     "P": Decimal("1e15"),
     "E": Decimal("1e18"),
 }
+LARGEST: Final = 2**63 - 1
+"""The largest canonical amount accepted (millicores, bytes, devices): Kubernetes handles a
+quantity as an int64 of these units (``MilliValue``/``Value``); beyond it the amount means
+nothing to a scheduler, so it is refused (a huge exponent would otherwise never fit, and the
+AppWrapper would wait in the queue forever — found by the issue-13 fuzz)."""
 # <sign><digits>[.<digits>] then a binary suffix, a decimal suffix, or an exponent (e/E).
 _QUANTITY: Final = re.compile(
     r"^(?P<num>[+-]?(?:\d+\.?\d*|\.\d+))"
@@ -83,7 +88,14 @@ def parse_quantity(value: str | int | float) -> Decimal:
     if match.group("bin"):
         return number * _BINARY[match.group("bin")]
     if match.group("exp"):
-        return number * (Decimal(10) ** int(match.group("exp")[1:]))
+        exponent = int(match.group("exp")[1:])
+        if abs(exponent) > 64:  # 10**1000000 would raise decimal.Overflow
+            if number == 0:
+                return Decimal(0)
+            if exponent > 0:
+                raise QuantityError(f"quantity too large: {value!r}")
+            return Decimal("1e-64")  # tiny but not nothing: rounds up to one unit
+        return number * (Decimal(10) ** exponent)
     return number * _DECIMAL[match.group("dec") or ""]
 
 
@@ -107,7 +119,11 @@ def _canonical(name: str, value: str | int | float) -> int:
         raise QuantityError(f"negative quantity for {name}: {value!r}")
     if name == CPU:
         amount *= 1000
-    return math.ceil(amount)
+    canonical_amount = math.ceil(amount)
+    if canonical_amount > LARGEST:
+        unit = "millicores" if name == CPU else "units"
+        raise QuantityError(f"quantity too large for {name}: {value!r} (at most {LARGEST} {unit})")
+    return canonical_amount
 
 
 def resources_from_mapping(mapping: Mapping[str, object]) -> Resources:

@@ -18,7 +18,7 @@ from typing import Any, Final
 
 import msgspec
 
-from clearance import labels
+from clearance import apimanners, labels
 from clearance.bus import Delivery, Retry
 from clearance.events import AppWrapperSpec as SnapshotSpec
 from clearance.events import (
@@ -246,7 +246,9 @@ class Intake:
             and (flagged is None or not isinstance(current.parsed, AppWrapperSpec))
         ):
             return  # our own write, or older
-        # The snapshot is a subset; the dispatcher acts on the whole object.
+        # The snapshot is a subset; the dispatcher acts on the whole object. A new AppWrapper's
+        # read is the start of its first look: it passes the rate limit's queue.
+        urgent = apimanners.URGENT.set(current is None or current.uid != meta.uid)
         try:
             raw = msgspec.json.decode(
                 await self.rt.kube.get(self.rt.aw_resource, meta.name, namespace=namespace)
@@ -256,6 +258,8 @@ class Intake:
                 self.on_appwrapper_deleted(namespace, meta.name, meta.uid)
                 return
             raise Retry(1.0, f"GET appwrapper failed: {exc}") from exc
+        finally:
+            apimanners.URGENT.reset(urgent)
         same_version = (raw.get("metadata") or {}).get("resourceVersion") == meta.resource_version
         self.on_appwrapper(raw, spec_problem=flagged if same_version else None)
 
