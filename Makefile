@@ -46,7 +46,8 @@ chaos: install
 ha: install
 	@$(UV) run --frozen --no-sync pytest -q tests/ha $(PYTEST_ARGS)
 
-## ha-soak: each node-loss test HA_RUNS times in a row (default 10), pass count and durations
+## ha-soak: each node-loss test HA_RUNS times in a row (default 10), pass count and durations;
+## a failed run keeps its whole pytest tmp dir (stack, service and nats-server logs)
 HA_RUNS ?= 10
 HA_TESTS ?= stream_leader_is_killed meta_leader_is_killed
 ha-soak: install
@@ -54,9 +55,11 @@ ha-soak: install
 	  passed=0; \
 	  for run in $$(seq 1 $(HA_RUNS)); do \
 	    start=$$(date +%s); \
-	    if $(UV) run --frozen --no-sync pytest -q \
+	    rm -rf /tmp/ha-soak-$$test-$$run.d; \
+	    if $(UV) run --frozen --no-sync pytest -q --basetemp=/tmp/ha-soak-$$test-$$run.d \
 	         tests/ha/test_seed_on_cluster.py -k "$$test" >/tmp/ha-soak-$$test-$$run.log 2>&1; \
-	    then passed=$$((passed + 1)); verdict=pass; else verdict="FAIL (/tmp/ha-soak-$$test-$$run.log)"; fi; \
+	    then passed=$$((passed + 1)); verdict=pass; rm -rf /tmp/ha-soak-$$test-$$run.d; \
+	    else verdict="FAIL (/tmp/ha-soak-$$test-$$run.log, stack logs in /tmp/ha-soak-$$test-$$run.d)"; fi; \
 	    echo "$$test run $$run: $$verdict in $$(( $$(date +%s) - start )) s"; \
 	  done; \
 	  echo "$$test: $$passed/$(HA_RUNS) passed"; \

@@ -6,7 +6,8 @@ seed scenario with a hook at the requeue, and the checks judged from the outside
 * :func:`drive_seed` — the seed scenario (lost node, pod stuck behind a finalizer past the
   alert and force deadlines, then released), calling ``at_requeue`` right after the requeue;
 * :func:`stored` — every message a stream holds, read afresh after the run (Msg-Id, subject);
-* :func:`missing_kube_events` — pod writes in kubesim's history with no event on the stream;
+* :func:`missing_kube_events` — pod writes in kubesim's history with no event on the stream
+  (a failure report tells late events from lost ones);
 * :func:`replica_problems` — streams that are not R3 on three peers with a live leader.
 """
 
@@ -29,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))
 from e2e_support import (
     HOLD,
     Scenario,
+    Write,
     appwrapper,
     eventually,
     item,
@@ -177,18 +179,55 @@ async def stored(nc: NatsClient, stream: str) -> list[tuple[int, str, str]]:
     return found
 
 
+LATE_GRACE = 15.0
+"""How long a failed check waits before reading the stream again, only to tell a late event
+from a lost one in its report: the watcher gives up on a PubAck after 5 s (publish_timeout),
+notices within 1.25 s more and retries after a 1 s pause (then behind its subject's chain)."""
+
+
 async def missing_kube_events(scenario: Scenario) -> list[str]:
-    """Pod writes of the scenario's objects (kubesim history) without their event on NATS."""
+    """Pod writes of the scenario's objects (kubesim history) without their event on NATS.
+
+    The verdict is the stream as read now. When something is missing, the stream is read
+    again after :data:`LATE_GRACE` and each write is printed with its commit time and
+    whether its event arrived since (late) or not (lost), with the stream's sequence gaps
+    and each node's copy: what a failure report needs to tell the two apart.
+    """
     uids = scenario.attempts()
+    checked_at = time.time()
     ids = {msg_id for _, msg_id, _ in await stored(scenario.nc, subjects.KUBE_STREAM)}
-    missing = []
+    missing: list[tuple[str, Write]] = []
     for write in await scenario.history():
         if write.kind != "Pod" or write.uid not in uids:
             continue
         wanted = f"pod:{write.uid}:" + ("DELETED" if write.type == "DELETED" else str(write.rv))
         if wanted not in ids:
-            missing.append(f"{write.type} {write.name} rv {write.rv}")
-    return missing
+            missing.append((wanted, write))
+    if missing:
+        await _report_missing(scenario, missing, checked_at=checked_at)
+    return [f"{w.type} {w.name} rv {w.rv}" for _, w in missing]
+
+
+async def _report_missing(
+    scenario: Scenario, missing: list[tuple[str, Write]], *, checked_at: float
+) -> None:
+    await asyncio.sleep(LATE_GRACE)
+    held = await stored(scenario.nc, subjects.KUBE_STREAM)
+    seq_of = {msg_id: seq for seq, msg_id, _ in held}
+    seqs = {seq for seq, _, _ in held}
+    gaps = [seq for seq in range(1, max(seqs, default=0) + 1) if seq not in seqs]
+    print(f"----- {len(missing)} kube events missing at the check; CLEARANCE_KUBE gaps: {gaps}")
+    for msg_id, write in missing:
+        seq = seq_of.get(msg_id)
+        verdict = f"late (seq {seq})" if seq else f"lost (absent {LATE_GRACE:.0f} s later)"
+        print(
+            f"{write.type} {write.name} rv {write.rv} uid {write.uid} committed "
+            f"{checked_at - write.time:.1f} s before the check: {verdict}"
+        )
+    cluster = scenario.stack.cluster
+    if cluster is not None:
+        for node in cluster.live():
+            print(f"node {cluster.names[node]}: {cluster.stream_state(node, subjects.KUBE_STREAM)}")
 
 
 TRACKER_BUCKET_STREAM = "KV_clearance-teardowns"
