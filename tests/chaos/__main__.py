@@ -1,11 +1,13 @@
 """``make chaos``: randomized fault schedules against the real stack, judged from the outside.
 
-    python -m tests.chaos [--schedules N] [--seed S] [--replay SEED] [--short] [--out DIR]
+    python -m tests.chaos [--schedules N] [--seed S] [--replay SEED] [--short] [--jobs N]
 
-Schedule *i* of a run has seed ``S + i``; ``--replay SEED`` runs that one schedule alone (what a
-failing schedule prints). The run exits 1 on any violation (or harness error) and writes
-``docs/chaos.md`` and ``docs/chaos.json`` (``--out``) unless ``--no-report``. A failing
-schedule's directory (every process log) is kept under ``--workdir`` and named in the output.
+Schedule *i* of a run has seed ``S + i``; ``--replay SEED`` runs that one schedule alone (what
+a failing schedule prints). ``--jobs N`` (default 2) runs N schedules at once, each in a
+process of its own (tests/chaos/parallel.py); a schedule's seed alone decides its faults and
+workload. The run exits 1 on any violation (or harness error) and writes ``docs/chaos.md``
+and ``docs/chaos.json`` (``--out``) unless ``--no-report``. A failing schedule's directory
+(every process log) is kept under ``--workdir`` and named in the output.
 """
 
 from __future__ import annotations
@@ -20,11 +22,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from tests.chaos import plan, report
+from tests.chaos import parallel, plan, report
 from tests.chaos.runner import ScheduleResult, run_schedule
 
 DEFAULT_SCHEDULES = 100
 DEFAULT_SEED = 1
+DEFAULT_JOBS = 2
+"""Two schedules at once on the 2-core machine: one keeps ~40% of a core busy."""
 
 
 def replay_command(seed: int, *, short: bool, fault: str) -> str:
@@ -45,6 +49,13 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--workdir", type=Path, default=None)
     parser.add_argument("--keep", action="store_true", help="keep every schedule's logs")
     parser.add_argument(
+        "--jobs",
+        type=int,
+        default=DEFAULT_JOBS,
+        help=f"schedules run at once, each in its own process (default {DEFAULT_JOBS})",
+    )
+    parser.add_argument("--result", type=Path, default=None, help=argparse.SUPPRESS)
+    parser.add_argument(
         "--fault",
         default="",
         help="CLEARANCE_TEST_FAULT for the services (a deliberately broken build)",
@@ -58,42 +69,63 @@ async def run(args: argparse.Namespace) -> int:
         [args.replay] if args.replay is not None else [args.seed + i for i in range(args.schedules)]
     )
     root = args.workdir or Path(tempfile.mkdtemp(prefix="clearance-chaos-"))
+    root.mkdir(parents=True, exist_ok=True)
     began = time.monotonic()
-    results: list[ScheduleResult] = []
-    for index, seed in enumerate(seeds):
+
+    def done(count: int, result: ScheduleResult) -> None:
+        _print_result(count, len(seeds), result, args)
+
+    async def in_process(seed: int) -> ScheduleResult:
         schedule = plan.schedule_for(seed, length=length)
-        result = await run_schedule(
+        return await run_schedule(
             schedule, root / f"seed-{seed}", fault_env=args.fault, keep=args.keep
         )
-        results.append(result)
-        verdict = "ok" if result.ok else "FAIL"
-        recovery = "-" if result.recovery is None else f"{result.recovery:.1f}s"
-        print(
-            f"[{index + 1}/{len(seeds)}] seed {seed}: {verdict} "
-            f"({result.wall:.1f}s, {sum(result.faults.values())} faults, "
-            f"{result.cycles} cycles, recovery {recovery})",
-            flush=True,
+
+    async def in_child(seed: int) -> ScheduleResult:
+        return await parallel.run_in_child(
+            seed, root, short=args.short, fault=args.fault, keep=args.keep
         )
-        for note in result.notes:
-            print(f"  note: {note}")
-        if not result.ok:
-            print(f"  {result.description}")
-            for line in [*result.errors, *map(str, result.violations)][:20]:
-                print(f"  {line}")
-            print(f"  logs: {result.workdir / 'logs'}")
-            print(f"  replay: {replay_command(seed, short=args.short, fault=args.fault)}")
+
+    one = in_process if args.jobs <= 1 or len(seeds) == 1 else in_child
+    results = await parallel.run_all(seeds, jobs=args.jobs, one=one, done=done)
+    if args.result is not None and len(results) == 1:
+        parallel.dump(results[0], args.result)
     wall = time.monotonic() - began
     command = "make chaos" + (
         f" CHAOS_ARGS={shlex.quote(' '.join(sys.argv[1:]))}" if sys.argv[1:] else ""
     )
     summary = report.summarize(
-        results, wall=wall, command=command, machine=platform.platform(), fault=args.fault
+        results,
+        wall=wall,
+        command=command,
+        machine=platform.platform(),
+        fault=args.fault,
+        jobs=1 if len(seeds) == 1 else max(1, args.jobs),
     )
     print(report.headline(summary))
     if not args.no_report and args.replay is None:
         report.write(summary, args.out)
         print(f"report: {args.out / 'chaos.md'}, {args.out / 'chaos.json'}")
     return 0 if all(r.ok for r in results) else 1
+
+
+def _print_result(count: int, total: int, result: ScheduleResult, args: argparse.Namespace) -> None:
+    verdict = "ok" if result.ok else "FAIL"
+    recovery = "-" if result.recovery is None else f"{result.recovery:.1f}s"
+    print(
+        f"[{count}/{total}] seed {result.seed}: {verdict} "
+        f"({result.wall:.1f}s, {sum(result.faults.values())} faults, "
+        f"{result.cycles} cycles, recovery {recovery})",
+        flush=True,
+    )
+    for note in result.notes:
+        print(f"  note: {note}")
+    if not result.ok:
+        print(f"  {result.description}")
+        for line in [*result.errors, *map(str, result.violations)][:20]:
+            print(f"  {line}")
+        print(f"  logs: {result.workdir / 'logs'}")
+        print(f"  replay: {replay_command(result.seed, short=args.short, fault=args.fault)}")
 
 
 def main() -> None:

@@ -35,7 +35,13 @@ def _percentile(values: Sequence[float], q: float) -> float | None:
 
 
 def summarize(
-    results: Sequence[ScheduleResult], *, wall: float, command: str, machine: str, fault: str
+    results: Sequence[ScheduleResult],
+    *,
+    wall: float,
+    command: str,
+    machine: str,
+    fault: str,
+    jobs: int = 1,
 ) -> dict[str, Any]:
     faults: Counter[str] = Counter({cls: 0 for cls in FAULT_CLASSES})
     kinds: Counter[str] = Counter()
@@ -49,6 +55,7 @@ def summarize(
         "command": command,
         "machine": {"platform": machine, "cpus": os.cpu_count()},
         "broken_build": fault or None,
+        "jobs": jobs,
         "schedules": len(results),
         "failed_schedules": sum(1 for r in results if not r.ok),
         "faults_by_class": dict(faults),
@@ -99,7 +106,8 @@ def markdown(summary: dict[str, Any]) -> str:
         "",
         f"Command: `{summary['command']}` — machine: {summary['machine']['platform']}, "
         f"{summary['machine']['cpus']} CPUs — wall time {summary['wall_seconds'] / 60:.1f} min "
-        f"({summary['schedule_seconds_mean']} s per schedule).",
+        f"({summary['schedule_seconds_mean']} s per schedule, "
+        f"{summary.get('jobs', 1)} at once, each in its own process).",
         "",
         "| figure | value |",
         "|---|---|",

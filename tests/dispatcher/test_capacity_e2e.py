@@ -62,6 +62,8 @@ async def test_terminating_pods_still_hold_capacity(make_env: Any) -> None:
         e for e in await env.history(namespace=env.namespace, name="hog") if e["type"] == "DELETED"
     ]
     assert gone, "the Terminating pod should be gone before the dispatch"
+    # The recorder reads the cycle stream on its own connection: wait for it, then count.
+    await env.wait_event("cycle.dispatched", "needs6", timeout=5)
     assert len(env.cycle_events("cycle.dispatched", "needs6")) == 1
     jobs = [
         e

@@ -9,6 +9,7 @@ SIGCONT; a node started again on its own store rejoins and reports healthy (caug
 from __future__ import annotations
 
 import asyncio
+import socket
 from pathlib import Path
 
 import pytest
@@ -102,3 +103,21 @@ def test_an_unknown_node_is_refused(tmp_path: Path) -> None:
     cluster = NatsCluster(tmp_path, size=3)  # not started: naming needs no process
     with pytest.raises(ClusterError):
         cluster.index("n9")
+
+
+async def test_a_first_cluster_start_that_loses_a_port_race_draws_new_ports(
+    tmp_path: Path,
+) -> None:
+    """CI saw a node's monitor port taken by another worker's listener between the draw and
+    the bind: the whole cluster (routes name each other) is laid out again and starts."""
+    cluster = NatsCluster(tmp_path, size=3)
+    taken = cluster.nodes[1].monitor_port
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as squatter:
+        squatter.bind(("127.0.0.1", taken))
+        squatter.listen()
+        try:
+            await cluster.astart()
+            assert cluster.nodes[1].monitor_port != taken
+            assert cluster.meta_leader() in cluster.names
+        finally:
+            await cluster.astop()

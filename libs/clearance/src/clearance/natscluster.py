@@ -31,7 +31,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from clearance.natsserver import DEFAULT_START_TIMEOUT, NatsServer, NatsServerError, free_port
+from clearance.natsserver import (
+    _BIND_RETRIES,
+    DEFAULT_START_TIMEOUT,
+    NatsServer,
+    NatsServerError,
+    free_port,
+)
 
 __all__ = ["ClusterError", "NatsCluster", "Placement"]
 
@@ -84,30 +90,40 @@ class NatsCluster:
         self.name = name
         self.size = size
         self.names = tuple(f"n{i}" for i in range(size))
+        self._host = host
+        self._binary = binary
+        self._extra_args = extra_args
+        self.nodes: list[NatsServer] = self._lay_out()
+        self._started_once = False
+        self._frozen: set[int] = set()
+
+    def _lay_out(self) -> list[NatsServer]:
+        """Draw every node's client, monitor and route ports; each node routes to all."""
+        host, size = self._host, self.size
         routes = [free_port(host) for _ in range(size)]
         route_urls = ",".join(f"nats://{host}:{port}" for port in routes)
-        self.nodes: list[NatsServer] = []
+        nodes: list[NatsServer] = []
         for index, server_name in enumerate(self.names):
             args: tuple[str, ...] = ("--server_name", server_name)
             if size > 1:
                 args += (
                     "--cluster_name",
-                    name,
+                    self.name,
                     "--cluster",
                     f"nats://{host}:{routes[index]}",
                     "--routes",
                     route_urls,
                 )
-            self.nodes.append(
+            nodes.append(
                 NatsServer(
                     self.workdir / server_name / "store",
                     host=host,
-                    binary=binary,
-                    extra_args=(*args, *extra_args),
+                    binary=self._binary,
+                    extra_args=(*args, *self._extra_args),
                     log_file=self.workdir / server_name / "nats-server.log",
                 )
             )
-        self._frozen: set[int] = set()
+        return nodes
 
     # -- facts -------------------------------------------------------------------------
 
@@ -144,7 +160,27 @@ class NatsCluster:
     # -- lifecycle ---------------------------------------------------------------------
 
     def start(self, *, timeout: float = DEFAULT_CLUSTER_TIMEOUT) -> NatsCluster:
-        """Start every node, then wait until they agree on a meta leader."""
+        """Start every node, then wait until they agree on a meta leader.
+
+        Ports are drawn free but not held, so another listener can take one before a node
+        binds it; on a first start such a lost race ("address already in use") redraws every
+        port of the cluster (routes name each other) and starts again, a few times at most.
+        Once the cluster has run, clients know its URLs and a restart keeps them.
+        """
+        for attempt in range(_BIND_RETRIES + 1):
+            try:
+                self._start_all(timeout)
+            except NatsServerError as exc:
+                lost_race = "address already in use" in str(exc)
+                if self._started_once or not lost_race or attempt == _BIND_RETRIES:
+                    raise
+                self.nodes = self._lay_out()
+                continue
+            break
+        self._started_once = True
+        return self
+
+    def _start_all(self, timeout: float) -> None:
         try:
             for node in self.nodes:  # all spawned before any wait: routes need peers
                 node.spawn()
@@ -154,7 +190,6 @@ class NatsCluster:
         except BaseException:
             self.stop()
             raise
-        return self
 
     async def astart(self, *, timeout: float = DEFAULT_CLUSTER_TIMEOUT) -> NatsCluster:
         return await asyncio.to_thread(self.start, timeout=timeout)

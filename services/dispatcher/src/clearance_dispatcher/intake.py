@@ -79,6 +79,16 @@ def pod_selector(spec: AppWrapperSpec) -> str:
     return labels.selector_for(spec.name, namespace=spec.namespace)
 
 
+def seen_after(cached: str, listed: str) -> bool:
+    """Did the cache get this version by an event after the LIST was served? Only numeric
+    resourceVersions can be ordered; anything else counts as covered by the LIST."""
+    return bool(listed) and cached.isdigit() and listed.isdigit() and newer(cached, listed)
+
+
+def _raw_rv(raw: dict[str, Any]) -> str:
+    return str((raw.get("metadata") or {}).get("resourceVersion") or "")
+
+
 class Intake:
     """Feeds the cache of one dispatcher and wakes the workers and the queue scan."""
 
@@ -162,31 +172,53 @@ class Intake:
     # -- LISTs -----------------------------------------------------------------------------
 
     async def relist(self) -> None:
-        """A consistent LIST of AppWrappers, pods and nodes; vanished objects are removed."""
+        """A consistent LIST of AppWrappers, pods and nodes; vanished objects are removed.
+
+        An object missing from a LIST is gone only if the cache holds a version the LIST
+        already covered: one whose resourceVersion is newer than the LIST's arrived by an
+        event while the LISTs were in flight (an AppWrapper created a moment after its LIST
+        was served) and stays; removing it would end a live AppWrapper and delete its items.
+        """
         rt = self.rt
         aw_items: list[dict[str, Any]] = []
+        aw_listed_at: dict[str | None, str] = {}
         for ns in rt.settings.namespaces or (None,):
             result = await rt.kube.list(rt.aw_resource, namespace=ns)
+            aw_listed_at[ns] = result.resource_version
             aw_items.extend(msgspec.json.decode(raw) for raw in result.items)
-        pods = [POD_DECODER.decode(raw) for raw in (await rt.kube.list(PODS)).items]
-        nodes = [NODE_DECODER.decode(raw) for raw in (await rt.kube.list(NODES)).items]
+        pod_list = await rt.kube.list(PODS)
+        pods = [POD_DECODER.decode(raw) for raw in pod_list.items]
+        node_list = await rt.kube.list(NODES)
+        nodes = [NODE_DECODER.decode(raw) for raw in node_list.items]
         seen_aws = set()
         for raw in aw_items:
             meta = raw.get("metadata") or {}
             seen_aws.add((str(meta.get("namespace")), str(meta.get("name")), meta.get("uid")))
             self.on_appwrapper(raw)
         for key, entry in list(rt.state.appwrappers.items()):
-            if (key[0], key[1], entry.uid) not in seen_aws:
-                self.on_appwrapper_deleted(key[0], key[1], entry.uid)
+            if (key[0], key[1], entry.uid) in seen_aws:
+                continue
+            listed_at = aw_listed_at.get(key[0], aw_listed_at.get(None, ""))
+            if seen_after(_raw_rv(entry.raw), listed_at):
+                continue
+            self.on_appwrapper_deleted(key[0], key[1], entry.uid)
         pod_uids = {p.metadata.uid for p in pods}
         for pod in pods:
             self.on_pod(pod)
-        for uid in [u for u in rt.state.pods if u not in pod_uids]:
+        for uid, pod in list(rt.state.pods.items()):
+            if uid in pod_uids:
+                continue
+            if seen_after(pod.metadata.resource_version, pod_list.resource_version):
+                continue
             self.on_pod_deleted(uid)
         node_names = {n.metadata.name for n in nodes}
         for node in nodes:
             self.on_node(node)
-        for name in [n for n in rt.state.nodes if n not in node_names]:
+        for name, node in list(rt.state.nodes.items()):
+            if name in node_names:
+                continue
+            if seen_after(node.metadata.resource_version, node_list.resource_version):
+                continue
             self.on_node_deleted(name)
         rt.synced.set()
 
