@@ -120,3 +120,37 @@ async def test_acks_that_time_out_are_sent_again_and_stored_once_in_order(
     assert stalls > 0, "no ack timed out: the retry path was not exercised"
     assert count == OBJECTS * VERSIONS  # the stream dropped every re-sent copy
     assert in_order(stored)
+
+
+async def test_sends_whose_acks_died_with_the_connection_go_again_at_the_reconnect(
+    nats_server_factory: Callable[[], NatsServer], connect_nats: Callable[..., object]
+) -> None:
+    # Events sent to a frozen nats-server are never acked: it is killed and started again
+    # on its store and port. The ack deadline is 60 s, so only the resend at the reconnect
+    # can store them within the 15 s this test waits.
+    server = nats_server_factory()
+    nc = await connect_nats(server.url)  # type: ignore[operator]
+    js = nc.jetstream(timeout=10)
+    kube = [s for s in bus.default_streams() if s.name == subjects.KUBE_STREAM]
+    await bus.ensure_topology(js, streams=kube, buckets=())
+    publisher = Publisher(
+        js,
+        max_in_flight=64,
+        publish_timeout=60.0,
+        metrics=WatcherMetrics(CollectorRegistry()),
+        retry_pause=0.05,
+    )
+    progress = Progress("core/v1/pods@*")
+    assert server.pid is not None
+    os.kill(server.pid, signal.SIGSTOP)
+    for index in range(OBJECTS):
+        await publisher.submit(pod_event(f"pod-{index}", index + 1), progress=progress, rv="1")
+    await asyncio.sleep(0.2)
+    server.kill()
+    await asyncio.to_thread(server.start)
+    try:
+        assert await publisher.flush(timeout=15), f"{publisher.in_flight} still unacknowledged"
+        info = await js.stream_info(subjects.KUBE_STREAM)
+        assert info.state.messages == OBJECTS
+    finally:
+        await publisher.abort()

@@ -12,7 +12,8 @@
 * **Bounded memory.** :meth:`Publisher.submit` waits for a free slot in the window, and
   the informers await it, so a slow NATS slows the watches instead of growing a queue.
 * **Never dropped.** A publish whose ack times out or fails is sent again with the same
-  ``Nats-Msg-Id`` (the stream drops the duplicate if the first one was stored), the stream
+  ``Nats-Msg-Id`` (the stream drops the duplicate if the first one was stored) — at once
+  after a reconnect, since acks due on the broken connection may never come — the stream
   re-provisioned when no stream answers, with a growing pause, for as long as the watcher
   runs. Only an event NATS can never accept (above the server's max payload) is trimmed
   (:mod:`clearance_watcher.oversize`), and dropped only if trimming cannot save it.
@@ -163,6 +164,7 @@ class Publisher:
         """Retry pauses and span-carrying publishes."""
         self._counted: dict[tuple[str, str], Any] = {}
         self._acks = AckInbox(js._nc)
+        bus.on_reconnect(js._nc, self._resend_unacknowledged)
         self._by_kind: dict[tuple[str, str], Any] = {}
         metrics.in_flight.set_function(lambda: len(self._pending))
 
@@ -280,6 +282,24 @@ class Publisher:
                     waiting = True
             if not waiting:
                 return
+
+    def _resend_unacknowledged(self) -> None:
+        """After a reconnect, the acks of sends made on the broken connection may never come
+        (the server that held them may be gone): send those events again now, under their
+        Msg-Ids, instead of holding their objects' later events for ``publish_timeout``."""
+        lost = [p for p in self._pending.values() if p.token is not None]
+        for pending in lost:
+            assert pending.token is not None
+            self._acks.forget(pending.token)
+            pending.token = None
+            pending.rounds += 1
+            self.metrics.publish_stalls.inc()
+            self._spawn(self._publish_traced(pending, None))
+        if lost:
+            log.warning(
+                "nats reconnected; unacknowledged publishes sent again with the same msg ids",
+                extra={"events": len(lost)},
+            )
 
     def _acked(self, pending: _Pending, duplicate: bool, exc: BaseException | None) -> None:
         """The stream's answer to a pipelined send (called by the :class:`AckInbox`)."""

@@ -36,7 +36,7 @@ from clearance.bus.backoff import (
     PUBLISH_RETRY_DEADLINE,
     RetryPolicy,
 )
-from clearance.bus.connection import connect, shutdown
+from clearance.bus.connection import connect, on_reconnect, shutdown
 from clearance.bus.consuming import Consumer, Decoder, Delivery, Handler, consume
 from clearance.bus.drift import StreamPlan, plan_stream
 from clearance.bus.errors import (
@@ -118,6 +118,7 @@ __all__ = [
     "ensure_topology",
     "find_stream",
     "note_placement",
+    "on_reconnect",
     "plan_stream",
     "publish",
     "publish_event",

@@ -6,7 +6,8 @@ import asyncio
 import contextlib
 import logging
 import ssl
-from collections.abc import Sequence
+import weakref
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +23,19 @@ if TYPE_CHECKING:
     from clearance.bus.consuming import Consumer
 
 log = logging.getLogger(__name__)
+
+_RECONNECT_LISTENERS: weakref.WeakKeyDictionary[NatsClient, list[Callable[[], None]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def on_reconnect(nc: NatsClient, listener: Callable[[], None]) -> None:
+    """Call ``listener`` each time ``nc`` (made by :func:`connect`) has reconnected.
+
+    A request sent before the connection broke may never get its reply (the server that
+    held it may be gone): a publisher waiting for PubAcks uses this to send those again
+    at once, under the same Msg-Id, instead of waiting out its ack timeout."""
+    _RECONNECT_LISTENERS.setdefault(nc, []).append(listener)
 
 
 def _tls_context(settings: CommonSettings) -> ssl.SSLContext | None:
@@ -74,6 +88,11 @@ async def connect(
             "nats reconnected",
             extra={"nats_client": name, "server": url.netloc if url else None},
         )
+        for listener in _RECONNECT_LISTENERS.get(nc, ()):
+            try:
+                listener()
+            except Exception:
+                log.exception("reconnect listener failed", extra={"nats_client": name})
 
     async def on_closed() -> None:
         log.info("nats connection closed", extra={"nats_client": name})
