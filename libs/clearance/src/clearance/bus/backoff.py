@@ -25,15 +25,15 @@ class RetryPolicy:
     deadline: float | None = None
     """Seconds from the first attempt after which no further attempt starts (None: no bound)."""
 
-    def another(self, attempt: int, *, elapsed: float, pause: float) -> bool:
-        """Whether to try again after failed attempt ``attempt`` and a pause of ``pause``."""
-        if attempt >= self.attempts:
+    def another(self, failures: int, *, elapsed: float, pause: float) -> bool:
+        """Whether to try again after ``failures`` failed tries and a pause of ``pause``."""
+        if failures >= self.attempts:
             return False
         return self.deadline is None or elapsed + pause <= self.deadline
 
-    def delay(self, attempt: int) -> float:
-        """Pause after failed attempt number ``attempt`` (1-based)."""
-        base = min(self.maximum, self.initial * self.multiplier ** max(0, attempt - 1))
+    def delay(self, failures: int) -> float:
+        """Pause after ``failures`` failed tries (1 or more): ``initial``, then growing."""
+        base = min(self.maximum, self.initial * self.multiplier ** max(0, failures - 1))
         return base * (1 + random.uniform(-self.jitter, self.jitter))
 
 

@@ -37,7 +37,7 @@ async def _read_modify_write(
     attempts: int,
 ) -> Obj | None:
     current: Obj = copy.deepcopy(dict(obj))
-    for attempt in range(attempts):
+    for tried in range(attempts):
         if not mutate(current):
             return current
         try:
@@ -47,7 +47,7 @@ async def _read_modify_write(
         except ApiError as exc:
             if exc.not_found:
                 return None
-            if not exc.conflict or attempt == attempts - 1:
+            if not exc.conflict or tried == attempts - 1:
                 raise
             try:
                 current = await client.get(resource.path_of(current))
