@@ -17,7 +17,7 @@ from opentelemetry.trace import SpanKind
 from prometheus_client import CollectorRegistry
 from tests.support.polling import eventually
 
-from clearance import bus
+from clearance import bus, subjects
 from clearance.bus import (
     DLQ_ERROR_HEADER,
     MSG_ID,
@@ -682,3 +682,10 @@ async def test_consumer_exports_its_backlog_and_how_long_messages_waited(
     total = sample(metrics_registry, "clearance_consumer_lag_seconds_sum", **labels)
     assert count == 8
     assert total >= 8 * waited * 0.9
+
+
+def test_a_consumers_stream_spec_has_the_declared_replicas() -> None:
+    spec = bus.stream_spec(subjects.CYCLE_STREAM, replicas=3)
+    assert spec.name == subjects.CYCLE_STREAM and spec.replicas == 3
+    with pytest.raises(LookupError, match="NOPE"):
+        bus.stream_spec("NOPE", replicas=1)

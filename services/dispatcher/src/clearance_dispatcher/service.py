@@ -18,7 +18,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from prometheus_client import CollectorRegistry
 
 from clearance import bus, events, labels, subjects, testfaults
-from clearance.bus import BusMetrics, Consumer, ConsumerSpec, StreamSpec
+from clearance.bus import BusMetrics, Consumer, ConsumerSpec
 from clearance.informing import Change, Informer
 from clearance.kube import NODES, PODS, Kube, KubeConfig, user_agent
 from clearance.leadership import LeaderElector
@@ -35,13 +35,6 @@ log = logging.getLogger(__name__)
 KUBE_DURABLE = "clearance-dispatcher-kube"
 CLEARED_DURABLE = "clearance-dispatcher-cleared"
 ALERTS_DURABLE = "clearance-dispatcher-alerts"
-
-
-def _stream(name: str) -> StreamSpec:
-    for spec in bus.default_streams():
-        if spec.name == name:
-            return spec
-    raise LookupError(name)
 
 
 class Service:
@@ -180,7 +173,7 @@ class Service:
         await schema.check()
         self._task(schema.run(), "crd-check")
         if settings.intake == "nats":
-            kube_stream = _stream(subjects.KUBE_STREAM)
+            kube_stream = bus.stream_spec(subjects.KUBE_STREAM, replicas=settings.stream_replicas)
             # The backlog is useless to a leader that LISTs right after subscribing: start at
             # NEW, subscribed *before* the LIST so nothing between the two is missed.
             with contextlib.suppress(Exception):
@@ -212,7 +205,7 @@ class Service:
         await self._consume(
             js,
             ConsumerSpec(
-                stream=_stream(subjects.CYCLE_STREAM),
+                stream=bus.stream_spec(subjects.CYCLE_STREAM, replicas=settings.stream_replicas),
                 durable=CLEARED_DURABLE,
                 filter_subjects=(subjects.cycle_filter(event="cleared"),),
                 ack_wait=settings.consumer_ack_wait,
@@ -223,7 +216,7 @@ class Service:
         await self._consume(
             js,
             ConsumerSpec(
-                stream=_stream(subjects.ALERT_STREAM),
+                stream=bus.stream_spec(subjects.ALERT_STREAM, replicas=settings.stream_replicas),
                 durable=ALERTS_DURABLE,
                 filter_subjects=(subjects.alert_filter(alert="deletion.stuck"),),
                 ack_wait=settings.consumer_ack_wait,

@@ -32,23 +32,16 @@ TEARDOWN_STARTED_FILTER = subjects.cycle_filter(event="teardown.started")
 KUBE_FILTERS = (subjects.kube_filter(kind="pod"), subjects.kube_filter(kind="item"))
 
 
-def _stream(name: str) -> bus.StreamSpec:
-    for spec in bus.default_streams():
-        if spec.name == name:
-            return spec
-    raise LookupError(name)
-
-
 def consumer_specs(settings: TrackerSettings) -> tuple[bus.ConsumerSpec, bus.ConsumerSpec]:
     teardowns = bus.ConsumerSpec(
-        stream=_stream(subjects.CYCLE_STREAM),
+        stream=bus.stream_spec(subjects.CYCLE_STREAM, replicas=settings.stream_replicas),
         durable=settings.teardown_durable,
         filter_subjects=(TEARDOWN_STARTED_FILTER,),
         ack_wait=settings.ack_wait,
         description="clearance-tracker: teardown.started",
     )
     kube = bus.ConsumerSpec(
-        stream=_stream(subjects.KUBE_STREAM),
+        stream=bus.stream_spec(subjects.KUBE_STREAM, replicas=settings.stream_replicas),
         durable=settings.kube_durable,
         filter_subjects=KUBE_FILTERS,
         ack_wait=settings.ack_wait,

@@ -74,6 +74,7 @@ from clearance.bus.topology import (
     default_streams,
     dlq_stream,
     dlq_subject,
+    stream_spec,
     subject_matches,
 )
 
@@ -123,5 +124,6 @@ __all__ = [
     "publish",
     "publish_event",
     "shutdown",
+    "stream_spec",
     "subject_matches",
 ]

@@ -75,6 +75,14 @@ def default_streams(*, replicas: int = 1) -> tuple[StreamSpec, ...]:
     return tuple(_spec_from(stream, replicas=replicas) for stream in subjects.STREAMS)
 
 
+def stream_spec(name: str, *, replicas: int) -> StreamSpec:
+    """The declared spec of one of Clearance's streams (what a consumer is bound to)."""
+    for spec in default_streams(replicas=replicas):
+        if spec.name == name:
+            return spec
+    raise LookupError(f"no Clearance stream named {name!r}")
+
+
 @dataclass(frozen=True)
 class KvSpec:
     """A JetStream key-value bucket; ``ensure_kv`` creates it or corrects its limits."""
