@@ -32,11 +32,12 @@ from pathlib import Path
 from typing import Any, Final
 
 from clearance.natsserver import (
-    _BIND_RETRIES,
+    BIND_RETRIES,
     DEFAULT_START_TIMEOUT,
     NatsServer,
     NatsServerError,
     free_port,
+    lost_port_race,
 )
 
 __all__ = ["ClusterError", "NatsCluster", "Placement"]
@@ -167,12 +168,11 @@ class NatsCluster:
         port of the cluster (routes name each other) and starts again, a few times at most.
         Once the cluster has run, clients know its URLs and a restart keeps them.
         """
-        for attempt in range(_BIND_RETRIES + 1):
+        for attempt in range(BIND_RETRIES + 1):
             try:
                 self._start_all(timeout)
             except NatsServerError as exc:
-                lost_race = "address already in use" in str(exc)
-                if self._started_once or not lost_race or attempt == _BIND_RETRIES:
+                if self._started_once or not lost_port_race(exc) or attempt == BIND_RETRIES:
                     raise
                 self.nodes = self._lay_out()
                 continue

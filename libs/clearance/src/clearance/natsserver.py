@@ -104,7 +104,13 @@ def nats_server_version(binary: Path) -> str:
 _PORT_RANGE_FILE: Final = Path("/proc/sys/net/ipv4/ip_local_port_range")
 _LOWEST_LISTEN_PORT: Final = 10_000
 _PORT_TRIES: Final = 200
-_BIND_RETRIES: Final = 3
+BIND_RETRIES: Final = 3
+"""Fresh ports drawn after a first start lost its port race, before the failure stands."""
+
+
+def lost_port_race(failure: BaseException) -> bool:
+    """Did a start fail because another listener took a port we drew?"""
+    return "address already in use" in str(failure)
 
 
 def _ephemeral_floor() -> int:
@@ -243,7 +249,7 @@ class NatsServer:
 
     def start(self, *, timeout: float = DEFAULT_START_TIMEOUT) -> NatsServer:
         """Spawn the server and block until JetStream reports healthy."""
-        for attempt in range(_BIND_RETRIES + 1):
+        for attempt in range(BIND_RETRIES + 1):
             self._spawn()
             try:
                 self._wait_ready_blocking(timeout)
@@ -302,7 +308,7 @@ class NatsServer:
         shutil.rmtree(self.store_dir, ignore_errors=True)
 
     async def astart(self, *, timeout: float = DEFAULT_START_TIMEOUT) -> NatsServer:
-        for attempt in range(_BIND_RETRIES + 1):
+        for attempt in range(BIND_RETRIES + 1):
             self._spawn()
             try:
                 await self._wait_ready_async(timeout)
@@ -369,9 +375,9 @@ class NatsServer:
 
     def _redraw_ports_after(self, failure: NatsServerError, *, attempt: int) -> bool:
         """After a lost port race on a first start, draw new ports; False to give up."""
-        if not self._may_redraw_ports or attempt >= _BIND_RETRIES:
+        if not self._may_redraw_ports or attempt >= BIND_RETRIES:
             return False
-        if "address already in use" not in str(failure):
+        if not lost_port_race(failure):
             return False
         self.port = free_port(self.host)
         self.monitor_port = free_port(self.host)

@@ -85,10 +85,6 @@ def seen_after(cached: str, listed: str) -> bool:
     return bool(listed) and cached.isdigit() and listed.isdigit() and newer(cached, listed)
 
 
-def _raw_rv(raw: dict[str, Any]) -> str:
-    return str((raw.get("metadata") or {}).get("resourceVersion") or "")
-
-
 class Intake:
     """Feeds the cache of one dispatcher and wakes the workers and the queue scan."""
 
@@ -199,7 +195,7 @@ class Intake:
             if (key[0], key[1], entry.uid) in seen_aws:
                 continue
             listed_at = aw_listed_at.get(key[0], aw_listed_at.get(None, ""))
-            if seen_after(_raw_rv(entry.raw), listed_at):
+            if seen_after(entry.rv, listed_at):
                 continue
             self.on_appwrapper_deleted(key[0], key[1], entry.uid)
         pod_uids = {p.metadata.uid for p in pods}
@@ -237,8 +233,7 @@ class Intake:
         for pod in list(self.rt.state.pods_of(key)):
             if pod.metadata.uid in listed or pod.metadata.namespace != spec.namespace:
                 continue
-            rv = pod.metadata.resource_version
-            if result.resource_version and newer(rv, result.resource_version):
+            if seen_after(pod.metadata.resource_version, result.resource_version):
                 continue  # an event newer than the LIST: keep it
             self.on_pod_deleted(pod.metadata.uid)
 

@@ -164,7 +164,7 @@ class Publisher:
         """Retry pauses and span-carrying publishes."""
         self._counted: dict[tuple[str, str], Any] = {}
         self._acks = AckInbox(js._nc)
-        bus.on_reconnect(js._nc, self._resend_unacknowledged)
+        self._stop_reconnect_listener = bus.on_reconnect(js._nc, self._resend_unacknowledged)
         self._by_kind: dict[tuple[str, str], Any] = {}
         metrics.in_flight.set_function(lambda: len(self._pending))
 
@@ -271,12 +271,10 @@ class Publisher:
             deadline = self.clock() - self.publish_timeout
             waiting = False
             for pending in list(self._pending.values()):
-                token = pending.token
-                if token is None:
+                if pending.token is None:
                     continue
                 if pending.sent <= deadline:
-                    self._acks.forget(token)
-                    pending.token = None
+                    self._withdraw(pending)
                     self._failed(pending, TimeoutError(f"no PubAck within {self.publish_timeout}s"))
                 else:
                     waiting = True
@@ -289,9 +287,7 @@ class Publisher:
         Msg-Ids, instead of holding their objects' later events for ``publish_timeout``."""
         lost = [p for p in self._pending.values() if p.token is not None]
         for pending in lost:
-            assert pending.token is not None
-            self._acks.forget(pending.token)
-            pending.token = None
+            self._withdraw(pending)
             pending.rounds += 1
             self.metrics.publish_stalls.inc()
             self._spawn(self._publish_traced(pending, None))
@@ -300,6 +296,12 @@ class Publisher:
                 "nats reconnected; unacknowledged publishes sent again with the same msg ids",
                 extra={"events": len(lost)},
             )
+
+    def _withdraw(self, pending: _Pending) -> None:
+        """Stop waiting for the ack of ``pending``'s pipelined send (a late one is ignored)."""
+        if pending.token is not None:
+            self._acks.forget(pending.token)
+            pending.token = None
 
     def _acked(self, pending: _Pending, duplicate: bool, exc: BaseException | None) -> None:
         """The stream's answer to a pipelined send (called by the :class:`AckInbox`)."""
@@ -425,6 +427,7 @@ class Publisher:
 
     async def abort(self) -> None:
         """Drop every pending publish (they are idempotent; a successor redoes them)."""
+        self._stop_reconnect_listener()
         tasks = set(self._tasks)
         tasks |= {t for t in (self._sender, self._sweeper) if t is not None}
         for task in tasks:

@@ -29,13 +29,21 @@ _RECONNECT_LISTENERS: weakref.WeakKeyDictionary[NatsClient, list[Callable[[], No
 )
 
 
-def on_reconnect(nc: NatsClient, listener: Callable[[], None]) -> None:
-    """Call ``listener`` each time ``nc`` (made by :func:`connect`) has reconnected.
+def on_reconnect(nc: NatsClient, listener: Callable[[], None]) -> Callable[[], None]:
+    """Call ``listener`` each time ``nc`` (made by :func:`connect`) has reconnected; returns
+    the call that stops it (its owner's close: the registry must not keep it alive).
 
     A request sent before the connection broke may never get its reply (the server that
     held it may be gone): a publisher waiting for PubAcks uses this to send those again
     at once, under the same Msg-Id, instead of waiting out its ack timeout."""
-    _RECONNECT_LISTENERS.setdefault(nc, []).append(listener)
+    listeners = _RECONNECT_LISTENERS.setdefault(nc, [])
+    listeners.append(listener)
+
+    def remove() -> None:
+        with contextlib.suppress(ValueError):
+            listeners.remove(listener)
+
+    return remove
 
 
 def _tls_context(settings: CommonSettings) -> ssl.SSLContext | None:
