@@ -164,15 +164,16 @@ async def test_a_409_mid_creation_rolls_back_what_the_attempt_created_then_it_ru
     make_env: Any,
 ) -> None:
     """Issue 13 Build 5: a foreign ConfigMap appears under the third item's name after the
-    pre-check passed (kubesim holds the dispatcher's first create 1.5 s; the test creates it
-    then). The third create answers 409: the two ConfigMaps this attempt created are deleted
-    (the write history shows them ADDED then DELETED by the dispatcher), the AppWrapper says
-    why, and it is dispatched once the foreign object is gone. ``CLEARANCE_TEST_FAULT=
-    incarnation-blind`` (no rollback) fails this test: race-0 and race-1 stay."""
+    pre-check passed (kubesim holds the dispatcher's creates 1.5 s — the three go out at once;
+    the test creates it then). The third create answers 409: the two ConfigMaps this attempt
+    created are deleted (the write history shows them ADDED then DELETED by the dispatcher),
+    the AppWrapper says why, and it is dispatched once the foreign object is gone.
+    ``CLEARANCE_TEST_FAULT=incarnation-blind`` (no rollback) fails this test: race-0 and
+    race-1 stay."""
     env = await make_env()
     await env.start_dispatcher()
     path = f"/api/v1/namespaces/{env.namespace}/configmaps$"
-    rule = {"path": path, "method": "POST", "latency": 1.5, "count": 1}
+    rule = {"path": path, "method": "POST", "latency": 1.5, "count": 3}
     await env.kube.request("POST", "/kubesim/v1/fail", body=rule | {"userAgent": "dispatcher"})
     await env.create_aw(_three_configmaps(env.namespace))
     await env.wait_aw(

@@ -5,9 +5,11 @@ its pod runs, so it is never requeued.
 The AppWrapper wraps a bare Pod. The watcher publishes such a pod twice, as a ``pod`` and as an
 ``item`` event. Until the kind joined the ``Nats-Msg-Id``, both copies carried the same id and
 JetStream kept whichever came first; when only the ``item`` events survived, a dispatcher that
-read pod events alone never saw the pod run (found by tests/e2e/test_cycle_trace.py). The
-dispatcher now reads both and re-LISTs before any requeue; the periodic re-LIST is pushed out
-of the test's window so it cannot hide a regression.
+read pod events alone never saw the pod run (found by tests/e2e/test_cycle_trace.py). Both
+copies are stored now, and the dispatcher counts a labelled pod from its pod event; with only
+the item copies (the stand-in below) the quorum LIST it runs before any requeue decision finds
+the pod running. The periodic re-LIST is pushed out of the test's window so it cannot hide a
+regression.
 
 The deterministic test runs a stand-in watcher that publishes the pod *only* as ``item`` events
 (the worst case); the second test runs the real watcher.

@@ -151,6 +151,33 @@ def test_unchanged_counts_write_nothing() -> None:
     assert tr.record_counts(obs, attempt=1, counts=Counts(running=1), min_available=2, now=T0)
 
 
+def _counts_patch(running: int, *, min_available: int) -> tr.Patch:
+    obs = Observed(
+        clearance=ClearanceStatus(phase="Dispatched", attempt=1),
+        counts={"pending": 2, "running": 0, "Succeeded": 0, "failed": 0},
+    )
+    patch = tr.record_counts(
+        obs, attempt=1, counts=Counts(running=running), min_available=min_available, now=T0
+    )
+    assert patch is not None
+    return patch
+
+
+def test_a_counts_only_write_waits_out_the_interval_since_the_last_one() -> None:
+    patch = _counts_patch(1, min_available=2)
+    assert tr.counts_write_delay(patch, since_last=0.25, interval=1.0) == 0.75
+    assert tr.counts_write_delay(patch, since_last=1.5, interval=1.0) == 0.0
+    assert tr.counts_write_delay(patch, since_last=0.0, interval=0.0) == 0.0
+
+
+def test_a_running_condition_or_a_corrected_count_is_written_at_once() -> None:
+    running = _counts_patch(2, min_available=2)
+    assert "Running" in running.conditions
+    assert tr.counts_write_delay(running, since_last=0.0, interval=1.0) == 0.0
+    corrected = _counts_patch(1, min_available=2)
+    assert tr.counts_write_delay(corrected, since_last=0.0, interval=1.0, at_once=True) == 0.0
+
+
 # -------------------------------------------------------------------- orders of events
 
 

@@ -150,6 +150,7 @@ class Env:
             "CLEARANCE_PAUSE_TIME": "0s",
             "CLEARANCE_QUEUE_SCAN_INTERVAL": "500ms",
             "CLEARANCE_MONITOR_INTERVAL": "300ms",
+            "CLEARANCE_COUNTS_WRITE_INTERVAL": "100ms",
             "CLEARANCE_DISPATCH_BACKOFF": "200ms",
             "CLEARANCE_DISPATCH_BACKOFF_MAX": "1s",
             "CLEARANCE_LEASE_DURATION": "3s",

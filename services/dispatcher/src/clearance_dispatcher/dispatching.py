@@ -1,4 +1,4 @@
-"""Creating (and deleting) the generic items of one attempt, idempotently.
+"""Creating the generic items of one attempt, idempotently (deleting them: ``deletion``).
 
 * :func:`build_object` (pure) turns a generic template into the object to create: the
   AppWrapper's namespace, the four labels of DESIGN §1 on the object **and on every pod
@@ -7,13 +7,15 @@
 * :func:`create_items` is idempotent per (AppWrapper UID, attempt): ``409 AlreadyExists`` for
   an object that carries *this* attempt's label and owner means "done before a crash"; an
   object of another attempt (or someone else's) under that name is :class:`Blocked`, never
-  overwritten.
+  overwritten. Consecutive items of one kind are created at once (one round trip per run);
+  if any fails, what this call created is rolled back.
 * apiVersion+kind → REST resource is the shared :class:`clearance.discovery.Discovery`; a kind
   the API does not serve is reported (:class:`~clearance.discovery.UnknownKind`), not guessed.
 """
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import logging
 from collections.abc import Mapping
@@ -198,33 +200,64 @@ async def _create_each(
     aw_api_version: str,
     made: list[tuple[Resource, ObjectRef]],
 ) -> CreateOutcome:
+    """Create the items in order, each run of consecutive items of one kind at once (a gang
+    of eight pods is one round trip, not eight); stop after the first run with a failure,
+    every object it did create recorded in ``made`` for the rollback."""
     refs: list[ObjectRef] = []
-    for item in spec.items:
-        try:
-            resource = await discovery.resolve(item.api_version, item.kind)
-        except UnknownKind as exc:
-            return PermanentFailure(item, "UnknownKind", str(exc))
-        except KubeError as exc:
-            return TransientFailure(item, f"discovery of {item.api_version} failed: {exc}")
-        body = build_object(item, spec, attempt=attempt, aw_api_version=aw_api_version)
-        namespace = spec.namespace if resource.namespaced else None
-        try:
-            data = await kube.create(resource, body, namespace=namespace)
-        except KubeError as exc:
-            if exc.code == 409:
-                outcome = await _already_there(kube, resource, item, spec, attempt)
-                if isinstance(outcome, ObjectRef):
-                    refs.append(outcome)
-                    made.append((resource, outcome))
-                    continue
-                return outcome
-            what = f"{item.kind} {item.name!r}: {exc.code} {exc.reason}: {exc.message}"
-            if exc.code in PERMANENT_CODES:
-                return PermanentFailure(item, "ItemCreationFailure", what)
-            return TransientFailure(item, what)
-        refs.append(_ref(resource, spec.namespace, _OBJ.decode(data).metadata))
-        made.append((resource, refs[-1]))
+    for run in _runs(spec.items):
+        outcomes = await asyncio.gather(
+            *(_create_one(kube, discovery, item, spec, attempt, aw_api_version) for item in run)
+        )
+        failure: CreateOutcome | None = None
+        for outcome in outcomes:
+            if isinstance(outcome, tuple):
+                refs.append(outcome[1])
+                made.append(outcome)
+            elif failure is None:
+                failure = outcome
+        if failure is not None:
+            return failure
     return Created(tuple(refs))
+
+
+def _runs(items: tuple[GenericItem, ...]) -> list[list[GenericItem]]:
+    """Consecutive items of the same apiVersion and kind, in order."""
+    runs: list[list[GenericItem]] = []
+    for item in items:
+        if runs and (runs[-1][0].api_version, runs[-1][0].kind) == (item.api_version, item.kind):
+            runs[-1].append(item)
+        else:
+            runs.append([item])
+    return runs
+
+
+async def _create_one(
+    kube: Kube,
+    discovery: Discovery,
+    item: GenericItem,
+    spec: AppWrapperSpec,
+    attempt: int,
+    aw_api_version: str,
+) -> tuple[Resource, ObjectRef] | Blocked | PermanentFailure | TransientFailure:
+    try:
+        resource = await discovery.resolve(item.api_version, item.kind)
+    except UnknownKind as exc:
+        return PermanentFailure(item, "UnknownKind", str(exc))
+    except KubeError as exc:
+        return TransientFailure(item, f"discovery of {item.api_version} failed: {exc}")
+    body = build_object(item, spec, attempt=attempt, aw_api_version=aw_api_version)
+    namespace = spec.namespace if resource.namespaced else None
+    try:
+        data = await kube.create(resource, body, namespace=namespace)
+    except KubeError as exc:
+        if exc.code == 409:
+            outcome = await _already_there(kube, resource, item, spec, attempt)
+            return (resource, outcome) if isinstance(outcome, ObjectRef) else outcome
+        what = f"{item.kind} {item.name!r}: {exc.code} {exc.reason}: {exc.message}"
+        if exc.code in PERMANENT_CODES:
+            return PermanentFailure(item, "ItemCreationFailure", what)
+        return TransientFailure(item, what)
+    return resource, _ref(resource, spec.namespace, _OBJ.decode(data).metadata)
 
 
 async def _already_there(
@@ -244,49 +277,3 @@ async def _already_there(
     state = "being deleted" if existing.deletionTimestamp else "present"
     owner = f"attempt {old}" if old is not None else "an object Clearance did not create"
     return Blocked(item, f"{item.kind} {item.name!r} of {owner} is still {state}")
-
-
-async def delete_items(
-    kube: Kube, discovery: Discovery, spec: AppWrapperSpec, *, attempt: int | None
-) -> list[ObjectRef]:
-    """Delete the items (Background propagation: batch/v1 would orphan its pods by default).
-
-    Only objects owned by this AppWrapper (ownerReference UID) whose attempt label is
-    ≤ ``attempt`` (any, when None) are deleted, each pinned by a UID precondition; returns
-    what was deleted or found already deleting. 404 counts as gone.
-    """
-    deleted: list[ObjectRef] = []
-    for item in spec.items:
-        try:
-            resource = await discovery.resolve(item.api_version, item.kind)
-        except UnknownKind:
-            continue
-        namespace = spec.namespace if resource.namespaced else None
-        try:
-            meta = _OBJ.decode(await kube.get(resource, item.name, namespace=namespace)).metadata
-        except KubeError as exc:
-            if exc.not_found:
-                continue
-            raise
-        if not any(o.get("uid") == spec.uid for o in meta.ownerReferences):
-            continue
-        found = labels.attempt_of(meta.labels)
-        if attempt is not None and found is not None and found > attempt:
-            continue
-        ref = _ref(resource, spec.namespace, meta)
-        try:
-            await kube.delete(
-                resource,
-                ref.name,
-                namespace=namespace,
-                propagation_policy="Background",
-                uid=ref.uid,
-            )
-        except KubeError as exc:
-            if exc.code == 404:
-                continue
-            if exc.code != 409:  # 409: the UID changed under us; not ours any more
-                raise
-            continue
-        deleted.append(ref)
-    return deleted

@@ -181,9 +181,9 @@ class Service:
             spec = ConsumerSpec(
                 stream=kube_stream,
                 durable=KUBE_DURABLE,
-                # "item" too: a generic item that is a bare Pod is published by the watcher as
-                # a pod *and* an item event with the same Nats-Msg-Id (uid:rv), so JetStream
-                # may keep only the item one (see Dispatcher.on_pod_item).
+                # "item" too: a generic item that is a bare Pod without the AppWrapper label is
+                # outside the watcher's pod watch; only its item events tell of it (see
+                # Intake.on_pod_item).
                 filter_subjects=tuple(
                     subjects.kube_filter(kind=k) for k in ("appwrapper", "pod", "node", "item")
                 ),

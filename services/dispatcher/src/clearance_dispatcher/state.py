@@ -79,6 +79,8 @@ class Local:
     """Consecutive failed reconciles (exponential backoff)."""
     last_poll: float = 0.0
     """Monotonic time of the last completionstatus poll."""
+    counts_written: float = float("-inf")
+    """Monotonic time of the last counts-only status write (``counts_write_interval``)."""
     roots: dict[str, Span] = field(default_factory=dict)
     """Open ``requeue.cycle`` root spans started here, by traceparent."""
     belt_checked: int | None = None

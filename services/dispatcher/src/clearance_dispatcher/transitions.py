@@ -192,6 +192,20 @@ def record_counts(
     return Patch(at=now, clearance=new, status=status, conditions=conditions)
 
 
+def counts_write_delay(
+    patch: Patch, *, since_last: float, interval: float, at_once: bool = False
+) -> float:
+    """Seconds to hold a :func:`record_counts` patch back (0: write it now).
+
+    A patch that changes only counts waits until ``interval`` has passed since the last
+    counts write (a pod-by-pod start is written once, not once per pod); one that changes a
+    condition (``Running``), or one ``at_once`` asks for (counts corrected by a quorum LIST
+    right before a decision), is never held."""
+    if patch.conditions or at_once:
+        return 0.0
+    return max(0.0, interval - since_last)
+
+
 def complete(obs: Observed, *, attempt: int, counts: Counts, now: datetime) -> Patch | None:
     """Every item with a ``completionstatus`` reports completion."""
     cl = obs.clearance

@@ -1,6 +1,7 @@
 """Monitoring of a dispatched attempt: pod counts, completion, and the requeue decision.
 
-Counts come from the cache and are written to status (``record_counts``); items with a
+Counts come from the cache and are written to status (``record_counts``, counts-only changes
+at most once per ``counts_write_interval``); items with a
 ``completionstatus`` are polled every ``monitor_interval`` (GET of each item) and all complete
 → ``complete``. The verdict is :func:`clearance_dispatcher.requeueing.decide` (pure); a verdict
 other than Keep is never taken on cached counts alone: the pods are re-counted from a quorum LIST
@@ -26,6 +27,7 @@ from clearance_dispatcher.policy import default_wait
 from clearance_dispatcher.requeueing import Counts, Decision, Keep, current_wait, decide
 from clearance_dispatcher.runtime import Runtime
 from clearance_dispatcher.state import Entry, Key
+from clearance_dispatcher.status import Observed, Patch
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +44,7 @@ class Monitor:
         obs = entry.observed
         attempt = obs.clearance.attempt
         counts = rt.state.counts(key, attempt)
-        await self._record(key, spec, counts, attempt)
+        await self._record(key, entry, spec, counts, attempt)
         if spec.completion_items and await self._completed(entry, spec):
             await self._complete(key, entry, spec, attempt)
             return
@@ -82,7 +84,7 @@ class Monitor:
                     },
                 )
                 counts = fresh
-                await self._record(key, spec, counts, attempt)
+                await self._record(key, entry, spec, counts, attempt, at_once=True)
                 decision = verdict(counts)
         if isinstance(decision, Keep):
             next_check = rt.settings.monitor_interval if spec.completion_items else None
@@ -94,14 +96,41 @@ class Monitor:
             return
         await self.teardown.start(key, entry, spec, counts, decision)
 
-    async def _record(self, key: Key, spec: AppWrapperSpec, counts: Counts, attempt: int) -> None:
-        now = self.rt.now()
-        await self.rt.write(
-            key,
-            lambda obs: transitions.record_counts(
+    async def _record(
+        self,
+        key: Key,
+        entry: Entry,
+        spec: AppWrapperSpec,
+        counts: Counts,
+        attempt: int,
+        *,
+        at_once: bool = False,
+    ) -> None:
+        """Write the counts; a counts-only change waits out ``counts_write_interval`` since the
+        last one (a reconcile is queued for its end), a condition change never waits."""
+        rt = self.rt
+        now = rt.now()
+
+        def change(obs: Observed) -> Patch | None:
+            return transitions.record_counts(
                 obs, attempt=attempt, counts=counts, min_available=spec.min_available, now=now
-            ),
+            )
+
+        preview = change(entry.observed)
+        if preview is None:
+            return
+        wait = transitions.counts_write_delay(
+            preview,
+            since_last=time.monotonic() - entry.local.counts_written,
+            interval=rt.settings.counts_write_interval,
+            at_once=at_once,
         )
+        if wait > 0:
+            rt.queue.add_after(key, wait)
+            return
+        written = await rt.write(key, change)
+        if written is not None:
+            entry.local.counts_written = time.monotonic()
 
     async def _completed(self, entry: Entry, spec: AppWrapperSpec) -> bool:
         """Every item with a completionstatus reports one of its listed conditions True."""

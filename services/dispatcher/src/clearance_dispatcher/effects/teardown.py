@@ -27,7 +27,7 @@ from clearance.telemetry import traceparent_of
 from clearance_dispatcher import transitions
 from clearance_dispatcher.appwrapper import AppWrapperSpec
 from clearance_dispatcher.cycles import CycleRoots, attributes
-from clearance_dispatcher.dispatching import delete_items
+from clearance_dispatcher.deletion import delete_items
 from clearance_dispatcher.policy import teardown_policy
 from clearance_dispatcher.requeueing import Counts, Fail, Requeue
 from clearance_dispatcher.runtime import Runtime
