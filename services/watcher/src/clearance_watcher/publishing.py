@@ -46,7 +46,13 @@ from opentelemetry.trace import Tracer
 from clearance import bus, subjects
 from clearance.events import KubeAppWrapperEvent, KubeEvent
 from clearance.telemetry import ContextLogger, context_from_traceparent
-from clearance_watcher.ackinbox import AckInbox
+from clearance_watcher.ackinbox import (
+    HEADER_END,
+    HEADER_START,
+    AckInbox,
+    header_line,
+    header_value,
+)
 from clearance_watcher.cycles import CycleIndex
 from clearance_watcher.decoding import encode_event
 from clearance_watcher.metrics import WatcherMetrics
@@ -60,6 +66,7 @@ WATCH_RESUME_HEADER: Final = "Clearance-Watch-Resume"
 """resourceVersion up to which every event of that informer was acknowledged."""
 
 _MAX_PAUSE: Final = 10.0
+_MSG_ID_START: Final = bus.MSG_ID.encode() + b": "
 
 
 class Progress:
@@ -74,6 +81,9 @@ class Progress:
         self.key = key
         self._committed = resume
         self._entries: deque[tuple[str | None, asyncio.Future[None]]] = deque()
+        self._key_lines = HEADER_START + header_line(WATCH_KEY_HEADER, key)
+        self._lines_for: str | None = None
+        self._lines = self._key_lines
 
     @property
     def committed(self) -> str | None:
@@ -105,6 +115,19 @@ class Progress:
         if committed:
             out[WATCH_RESUME_HEADER] = committed
         return out
+
+    def header_lines(self) -> bytes:
+        """:data:`HEADER_START` and :meth:`headers` encoded (for :class:`AckInbox`).
+
+        Re-encoded only when the position moved since the last call: a burst of sends
+        between two acks shares one encoding."""
+        committed = self.committed
+        if committed != self._lines_for:
+            self._lines_for = committed
+            self._lines = self._key_lines
+            if committed:
+                self._lines += header_line(WATCH_RESUME_HEADER, committed)
+        return self._lines
 
 
 @dataclass(eq=False)
@@ -244,11 +267,15 @@ class Publisher:
             # A deletion the tracker waits for: publish it inside the cycle's trace.
             self._spawn(self._publish_traced(pending, cycle.traceparent))
             return
-        headers = pending.progress.headers()
-        headers[bus.MSG_ID] = event.msg_id()
+        header = b"%b%b%b\r\n%b" % (
+            pending.progress.header_lines(),
+            _MSG_ID_START,
+            header_value(event.msg_id()),
+            HEADER_END,
+        )
         try:
             token = await self._acks.send(
-                pending.subject, pending.data, headers=headers, on_ack=partial(self._acked, pending)
+                pending.subject, pending.data, header=header, on_ack=partial(self._acked, pending)
             )
         except nats.errors.MaxPayloadError:
             self._spawn(self._publish_traced(pending, None))
