@@ -13,7 +13,7 @@ from clearance.kube import Resource
 from clearance.listwatch import Decoded, Identity
 from clearance_watcher.decoding import Codec, Reading
 from clearance_watcher.kinds import wrapped_by_raw
-from clearance_watcher.publishing import WATCH_KEY_HEADER, WATCH_RESUME_HEADER, Progress
+from clearance_watcher.progress import WATCH_KEY_HEADER, WATCH_RESUME_HEADER, Progress
 from clearance_watcher.resuming import CatchUp
 from clearance_watcher.watching import known_of
 
