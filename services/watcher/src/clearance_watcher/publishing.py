@@ -2,9 +2,10 @@
 
 * **Pipelined.** Events are sent without waiting for the previous event's PubAck
   (:class:`~clearance_watcher.ackinbox.AckInbox`: one reply subscription, a callback per
-  message, like nats-py's ``publish_async`` without its future and JSON model per ack); a
-  window of at most ``max_in_flight`` events is outstanding. The steady state costs no task
-  and no future per event besides the one the informer's :class:`Progress` tracks.
+  message, like nats-py's ``publish_async`` without its future and JSON model per ack, and
+  the frame written from pre-encoded headers); a window of at most ``max_in_flight`` events
+  is outstanding. The steady state costs no task and no future per event besides the one
+  the informer's :class:`Progress` tracks, and no metrics lock (:class:`AckTally`).
 * **Per-object order.** Events are chained per subject (= per object name): an event is
   sent only after the previous event on its subject was acknowledged. A retry therefore
   cannot reorder one object's history, and a tombstone always precedes the ADDED of a new
