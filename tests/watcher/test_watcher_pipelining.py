@@ -19,6 +19,7 @@ from prometheus_client import CollectorRegistry
 
 from clearance import bus, events, subjects
 from clearance.natsserver import NatsServer
+from clearance_watcher.ackinbox import HEADER_END, HEADER_START, AckInbox, header_line
 from clearance_watcher.metrics import WatcherMetrics
 from clearance_watcher.publishing import Progress, Publisher
 
@@ -154,3 +155,35 @@ async def test_sends_whose_acks_died_with_the_connection_go_again_at_the_reconne
         assert info.state.messages == OBJECTS
     finally:
         await publisher.abort()
+
+
+async def test_the_pipelined_frame_is_byte_for_byte_what_nats_py_sends(
+    nats_server_factory: Callable[[], NatsServer], connect_nats: Callable[..., object]
+) -> None:
+    # AckInbox builds the HPUB frame itself (pre-encoded headers); a nats-py upgrade that
+    # changes the wire format or the header cleaning must show up here.
+    nc = await connect_nats(nats_server_factory().url)  # type: ignore[operator]
+    inbox = AckInbox(nc)
+    frames: list[bytes] = []
+    send_command = nc._send_command
+
+    async def record(cmd: bytes, priority: bool = False) -> None:
+        frames.append(cmd)
+        await send_command(cmd, priority)
+
+    headers = {"Clearance-Watch-Key": " core/v1/pods@* ", "Nats-Msg-Id": "pod:u\r\nPUB x 1:7"}
+    header = HEADER_START
+    for name, value in headers.items():
+        header += header_line(name, value)
+    header += HEADER_END
+    await inbox.send("clearance.kube.v1.pod.team.p", b"{}", header=header, on_ack=lambda *_: None)
+    nc._send_command = record
+    token = await inbox.send(
+        "clearance.kube.v1.pod.team.p", b'{"a":1}', header=header, on_ack=lambda *_: None
+    )
+    await nc.publish(
+        "clearance.kube.v1.pod.team.p", b'{"a":1}', reply=inbox.prefix + token, headers=headers
+    )
+    assert len(frames) == 2 and frames[0] == frames[1]
+    assert b"\r\nPUB" not in frames[0]
+    await inbox.close()

@@ -6,6 +6,7 @@ import asyncio
 
 import msgspec
 import pytest
+from prometheus_client import CollectorRegistry, Histogram, generate_latest
 
 from clearance.events import ObjectMeta, PodObject
 from clearance.informing import diff_relist
@@ -13,7 +14,8 @@ from clearance.kube import Resource
 from clearance.listwatch import Decoded, Identity
 from clearance_watcher.decoding import Codec, Reading
 from clearance_watcher.kinds import wrapped_by_raw
-from clearance_watcher.publishing import WATCH_KEY_HEADER, WATCH_RESUME_HEADER, Progress
+from clearance_watcher.metrics import _LATENCY_BUCKETS, LoopHistogram
+from clearance_watcher.progress import WATCH_KEY_HEADER, WATCH_RESUME_HEADER, Progress
 from clearance_watcher.resuming import CatchUp
 from clearance_watcher.watching import known_of
 
@@ -126,3 +128,20 @@ def test_list_items_get_kind_and_api_version_of_the_watched_resource() -> None:
     assert (snapshot.kind, snapshot.api_version) == ("AppWrapper", "mcad.ibm.com/v1beta1")
     item = Codec(Resource("batch", "v1", "jobs", "Job"), "item").decode(raw)
     assert (item.kind, item.api_version) == ("Job", "batch/v1")
+
+
+def test_loop_histogram_exposes_what_a_prometheus_histogram_exposes() -> None:
+    observed = [0.0, 0.0001, 0.0005, 0.001, 0.0026, 0.7, 5.0, 10, 30, 31, 1e9]
+    reference, loop = CollectorRegistry(), CollectorRegistry()
+    histogram = Histogram("h_seconds", "doc", buckets=_LATENCY_BUCKETS, registry=reference)
+    lockless = LoopHistogram("h_seconds", "doc", buckets=_LATENCY_BUCKETS, registry=loop)
+    for value in observed:
+        histogram.observe(value)
+        lockless.observe(value)
+
+    def lines(registry: CollectorRegistry) -> list[str]:
+        text = generate_latest(registry).decode()
+        # The _created line's value is the creation time: only its presence must match.
+        return [line.split(" ")[0] if "_created " in line else line for line in text.splitlines()]
+
+    assert lines(loop) == lines(reference)

@@ -57,6 +57,8 @@ class CycleIndex:
 
     def cycle_for(self, event: KubeEvent) -> OpenCycle | None:
         """The open cycle this pod/item event bears witness to, if any."""
+        if not self._open:
+            return None  # the common case, asked for every event: no teardown in progress
         if not isinstance(event, KubePodEvent | KubeItemEvent):
             return None
         meta = event.object.metadata

@@ -161,19 +161,39 @@ class Codec:
         inferred: bool = False,
         problem: SnapshotProblem | None = None,
     ) -> KubeEvent:
-        common: dict[str, Any] = {
-            "action": action,
-            "inferred": inferred,
-            "observed_at": observed_at,
-            "problem": problem,
-        }
+        # Keyword arguments spelled out per class: a dict of the common ones unpacked with
+        # ** costs more than the event itself (this runs for every watch line).
         if isinstance(snapshot, PodObject):
-            return KubePodEvent(**common, object=snapshot)
+            return KubePodEvent(
+                action=action,
+                inferred=inferred,
+                observed_at=observed_at,
+                problem=problem,
+                object=snapshot,
+            )
         if isinstance(snapshot, NodeObject):
-            return KubeNodeEvent(**common, object=snapshot)
+            return KubeNodeEvent(
+                action=action,
+                inferred=inferred,
+                observed_at=observed_at,
+                problem=problem,
+                object=snapshot,
+            )
         if isinstance(snapshot, AppWrapperObject):
-            return KubeAppWrapperEvent(**common, object=snapshot)
-        return KubeItemEvent(**common, object=snapshot)
+            return KubeAppWrapperEvent(
+                action=action,
+                inferred=inferred,
+                observed_at=observed_at,
+                problem=problem,
+                object=snapshot,
+            )
+        return KubeItemEvent(
+            action=action,
+            inferred=inferred,
+            observed_at=observed_at,
+            problem=problem,
+            object=snapshot,
+        )
 
 
 def encode_event(event: KubeEvent) -> bytes:

@@ -2,9 +2,10 @@
 
 * **Pipelined.** Events are sent without waiting for the previous event's PubAck
   (:class:`~clearance_watcher.ackinbox.AckInbox`: one reply subscription, a callback per
-  message, like nats-py's ``publish_async`` without its future and JSON model per ack); a
-  window of at most ``max_in_flight`` events is outstanding. The steady state costs no task
-  and no future per event besides the one the informer's :class:`Progress` tracks.
+  message, like nats-py's ``publish_async`` without its future and JSON model per ack, and
+  the frame written from pre-encoded headers); a window of at most ``max_in_flight`` events
+  is outstanding. The steady state costs no task and no future per event besides the one
+  the informer's :class:`Progress` tracks, and no metrics lock (:class:`AckTally`).
 * **Per-object order.** Events are chained per subject (= per object name): an event is
   sent only after the previous event on its subject was acknowledged. A retry therefore
   cannot reorder one object's history, and a tombstone always precedes the ADDED of a new
@@ -34,7 +35,6 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Final
 
@@ -46,82 +46,50 @@ from opentelemetry.trace import Tracer
 from clearance import bus, subjects
 from clearance.events import KubeAppWrapperEvent, KubeEvent
 from clearance.telemetry import ContextLogger, context_from_traceparent
-from clearance_watcher.ackinbox import AckInbox
+from clearance_watcher.ackinbox import HEADER_END, AckInbox, header_value
 from clearance_watcher.cycles import CycleIndex
 from clearance_watcher.decoding import encode_event
-from clearance_watcher.metrics import WatcherMetrics
+from clearance_watcher.metrics import AckTally, WatcherMetrics
 from clearance_watcher.oversize import shrink
+from clearance_watcher.progress import Progress
+
+__all__ = ["Progress", "Publisher"]
 
 log = ContextLogger(logging.getLogger(__name__))
 
-WATCH_KEY_HEADER: Final = "Clearance-Watch-Key"
-"""Which informer published the event (resource and namespace scope)."""
-WATCH_RESUME_HEADER: Final = "Clearance-Watch-Resume"
-"""resourceVersion up to which every event of that informer was acknowledged."""
-
 _MAX_PAUSE: Final = 10.0
+_MSG_ID_START: Final = bus.MSG_ID.encode() + b": "
 
 
-class Progress:
-    """The acknowledged prefix of one informer's event sequence.
-
-    Entries are appended in the informer's order; ``rv`` is None for events that do not
-    move the watch position (relist results, tombstones), and a marker with a done
-    future moves it without an event (end of a LIST, a bookmark).
-    """
-
-    def __init__(self, key: str, resume: str | None = None) -> None:
-        self.key = key
-        self._committed = resume
-        self._entries: deque[tuple[str | None, asyncio.Future[None]]] = deque()
-
-    @property
-    def committed(self) -> str | None:
-        entries = self._entries
-        # A cancelled publish (abandoned at shutdown) was not acknowledged: it stops the prefix.
-        while entries and entries[0][1].done() and not entries[0][1].cancelled():
-            rv, _ = entries.popleft()
-            if rv is not None:
-                self._committed = rv
-        return self._committed
-
-    def track(self, rv: str | None, done: asyncio.Future[None]) -> None:
-        self._entries.append((rv, done))
-
-    def mark(self, rv: str) -> None:
-        """Move the position to ``rv`` once everything tracked so far is acknowledged."""
-        if not rv:
-            return
-        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        done.set_result(None)
-        if self._entries:
-            self._entries.append((rv, done))
-        else:
-            self._committed = rv
-
-    def headers(self) -> dict[str, str]:
-        committed = self.committed
-        out = {WATCH_KEY_HEADER: self.key}
-        if committed:
-            out[WATCH_RESUME_HEADER] = committed
-        return out
-
-
-@dataclass(eq=False)
 class _Pending:
-    event: KubeEvent
-    progress: Progress
-    submitted: float
-    subject: str
-    done: asyncio.Future[None] = field(
-        default_factory=lambda: asyncio.get_running_loop().create_future()
+    """One accepted event until its PubAck (a plain class: one is made per event)."""
+
+    __slots__ = (
+        "data",
+        "done",
+        "event",
+        "progress",
+        "rounds",
+        "sent",
+        "subject",
+        "submitted",
+        "token",
     )
-    data: bytes | None = None
-    rounds: int = 0
-    """Failed sends so far (the pause before the next grows with it)."""
-    sent: float = 0.0
-    token: str | None = None
-    """The :class:`AckInbox` token of the pipelined send in flight, if any."""
+
+    def __init__(
+        self, event: KubeEvent, progress: Progress, submitted: float, subject: str
+    ) -> None:
+        self.event = event
+        self.progress = progress
+        self.submitted = submitted
+        self.subject = subject
+        self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.data: bytes | None = None
+        self.rounds = 0
+        """Failed sends so far (the pause before the next grows with it)."""
+        self.sent = 0.0
+        self.token: str | None = None
+        """The :class:`AckInbox` token of the pipelined send in flight, if any."""
 
 
 class Publisher:
@@ -162,10 +130,9 @@ class Publisher:
         self._sweeper: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         """Retry pauses and span-carrying publishes."""
-        self._counted: dict[tuple[str, str], Any] = {}
         self._acks = AckInbox(js._nc)
         self._stop_reconnect_listener = bus.on_reconnect(js._nc, self._resend_unacknowledged)
-        self._by_kind: dict[tuple[str, str], Any] = {}
+        self._tally = AckTally(metrics, bus_metrics, stream=subjects.KUBE_STREAM)
         metrics.in_flight.set_function(lambda: len(self._pending))
 
     @property
@@ -244,11 +211,15 @@ class Publisher:
             # A deletion the tracker waits for: publish it inside the cycle's trace.
             self._spawn(self._publish_traced(pending, cycle.traceparent))
             return
-        headers = pending.progress.headers()
-        headers[bus.MSG_ID] = event.msg_id()
+        header = b"%b%b%b\r\n%b" % (
+            pending.progress.header_lines(),
+            _MSG_ID_START,
+            header_value(event.msg_id()),
+            HEADER_END,
+        )
         try:
             token = await self._acks.send(
-                pending.subject, pending.data, headers=headers, on_ack=partial(self._acked, pending)
+                pending.subject, pending.data, header=header, on_ack=partial(self._acked, pending)
             )
         except nats.errors.MaxPayloadError:
             self._spawn(self._publish_traced(pending, None))
@@ -311,33 +282,15 @@ class Publisher:
         if exc is not None:
             self._failed(pending, exc)
             return
-        if self.bus_metrics is not None:
-            self._count(pending.event.event_type, duplicate=duplicate)
+        self._tally.published(pending.event.event_type, duplicate=duplicate)
         self._succeeded(pending)
-
-    def _count(self, kind: str, *, duplicate: bool) -> None:
-        assert self.bus_metrics is not None
-        stream = subjects.KUBE_STREAM
-        child = self._counted.get((stream, kind))
-        if child is None:
-            child = self._counted[(stream, kind)] = self.bus_metrics.published.labels(stream, kind)
-        child.inc()
-        if duplicate:
-            self.bus_metrics.duplicates.labels(stream).inc()
 
     def _succeeded(self, pending: _Pending) -> None:
         event = pending.event
-        now = self.clock()
-        self.metrics.publish_latency.observe(now - pending.submitted)
-        counter = self._by_kind.get((event.kube_kind, event.action))
-        if counter is None:
-            counter = self.metrics.events.labels(event.kube_kind, event.action)
-            self._by_kind[(event.kube_kind, event.action)] = counter
-        counter.inc()
-        if event.problem is not None:
-            self.metrics.partial_events.labels(event.kube_kind).inc()
+        self.metrics.publish_latency.observe(self.clock() - pending.submitted)
         lag = time.time() - event.observed_at.timestamp()
         self.metrics.lag.observe(max(0.0, lag))
+        self._tally.acknowledged(event)
         if not pending.done.done():
             pending.done.set_result(None)
         self._release(pending)
@@ -444,4 +397,5 @@ class Publisher:
         self._chains.clear()
         self._ready.clear()
         self._idle.set()
+        self._tally.flush()
         await self._acks.close()

@@ -7,7 +7,7 @@ the ``known`` set a relist is diffed against, so an object deleted while no watc
 still gets its tombstone.
 
 The headers of those events also carry each informer's acknowledged watch position
-(:data:`~clearance_watcher.publishing.WATCH_RESUME_HEADER`); the one on the newest
+(:data:`~clearance_watcher.progress.WATCH_RESUME_HEADER`); the one on the newest
 event of an informer is where its watch can resume.
 
 Caveat: the stream keeps 24 h (DESIGN §3). An object that did not change for longer has
@@ -35,7 +35,7 @@ from clearance.events import (
     SnapshotProblem,
 )
 from clearance_watcher.decoding import Reading, Snapshot
-from clearance_watcher.publishing import WATCH_KEY_HEADER, WATCH_RESUME_HEADER
+from clearance_watcher.progress import WATCH_KEY_HEADER, WATCH_RESUME_HEADER
 from clearance_watcher.watching import Known, known_of
 
 log = logging.getLogger(__name__)

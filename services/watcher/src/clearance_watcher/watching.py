@@ -51,7 +51,8 @@ from clearance.listwatch import (
 from clearance.telemetry import ContextLogger
 from clearance_watcher.decoding import Codec, Reading, Snapshot
 from clearance_watcher.metrics import WatcherMetrics
-from clearance_watcher.publishing import Progress, Publisher
+from clearance_watcher.progress import Progress
+from clearance_watcher.publishing import Publisher
 from clearance_watcher.resuming import CatchUp, int_rv
 
 log = logging.getLogger(__name__)
