@@ -51,12 +51,13 @@ from tests.support.serverclock import (
     writes_between,
 )
 
-from clearance import bus, events, labels
+from clearance import bus, events, labels, subjects
 from clearance.kube import PODS, Kube, KubeConfig, Resource
 from clearance.settings import CommonSettings
 from clearance.stack import LocalStack, StackConfig
 
 from .common import CpuWindow, MiB, distribution, percentile, progress, rss_bytes
+from .hops import hops, pod_filter
 from .observing import CycleFollower, RequestRates, Seen, cycle_filter, fetch_history
 from .profiling import ProfiledStack, hot_functions, hot_subtrees
 
@@ -351,6 +352,9 @@ async def run(
         follower = await CycleFollower(
             nc, cycle_filter(NAMESPACE), on_event=poller.on_event
         ).start()
+        pod_events = await CycleFollower(
+            nc, pod_filter(NAMESPACE), stream=subjects.KUBE_STREAM
+        ).start()
         names = [f"cycle-{i:02d}" for i in range(appwrappers)]
         sampler = Sampler({**pids, **others}).start()
         rates = await RequestRates(stack.kubesim_url).start()
@@ -392,7 +396,7 @@ async def run(
             await asyncio.sleep(0.5)
             history = await fetch_history(stack.kubesim_url, namespace=NAMESPACE)
         finally:
-            for step in (poller.stop(), follower.stop()):
+            for step in (poller.stop(), follower.stop(), pod_events.stop()):
                 with contextlib.suppress(Exception):
                     await asyncio.wait_for(step, 10)
             await kube.close()
@@ -401,6 +405,7 @@ async def run(
 
     result: dict[str, Any] = analyse(
         follower=follower,
+        pod_events=pod_events,
         history=history,
         poller=poller,
         finished=finished,
@@ -435,6 +440,7 @@ async def run(
 def analyse(
     *,
     follower: CycleFollower,
+    pod_events: CycleFollower | None = None,
     history: list[Commit],
     poller: PollingConfirmer,
     finished: bool,
@@ -519,6 +525,8 @@ def analyse(
             "deleted": API_COMMIT + ": the DELETED of the last attempt-N object",
             "redispatch_create": API_COMMIT + ": the ADDED of the first attempt-N+1 object",
             "cleared": JETSTREAM_STORED + " of cycle.cleared for attempt N",
+            "deleted_event": JETSTREAM_STORED
+            + " of the last attempt-N pod's DELETED in CLEARANCE_KUBE (the watcher's publish)",
             "teardown_started": JETSTREAM_STORED + " of cycle.teardown.started",
             "baseline_confirmed": CLIENT_RECEIPT + " of the poll's empty LIST",
             "dispatcher_writes": API_COMMIT + " of the dispatcher's AppWrapper writes",
@@ -527,6 +535,11 @@ def analyse(
         "deleted_to_redispatch_create_ms": distribution(to_created.values),
         "cleared_to_redispatch_create_ms": distribution(cleared_to_created.values),
         "teardown_started_to_deleted_ms": distribution(teardown_to_deleted.values),
+        "deleted_to_cleared_hops_ms": (
+            hops(pods=pod_events, last_removed=commits.last_removed, cleared=measured)
+            if pod_events is not None
+            else {}
+        ),
         "dispatcher_breakdown_ms": {
             "cleared_stored_to_first_status_write": distribution(to_first_write.values),
             "last_status_write_to_pod_created": distribution(last_write_to_created.values),

@@ -138,6 +138,8 @@ class CycleFollower:
     subject: str
     """Filter, e.g. ``clearance.cycle.v1.default.>`` (see :func:`cycle_filter`)."""
     on_event: Callable[[Seen], None] | None = None
+    stream: str = subjects.CYCLE_STREAM
+    """The stream the filter reads (``CLEARANCE_KUBE`` for the watcher's events)."""
     seen: list[Seen] = field(default_factory=list)
     _sub: object | None = None
     _task: asyncio.Task[None] | None = None
@@ -147,7 +149,7 @@ class CycleFollower:
         js = self.nc.jetstream()
         self._sub = await js.subscribe(
             self.subject,
-            stream=subjects.CYCLE_STREAM,
+            stream=self.stream,
             ordered_consumer=True,
             config=api.ConsumerConfig(deliver_policy=api.DeliverPolicy.NEW),
         )
