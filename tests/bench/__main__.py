@@ -66,6 +66,13 @@ def parse(argv: list[str]) -> argparse.Namespace:
     )
     parser.add_argument("--rack-appwrappers", type=int, default=100, help="rackloss: gangs")
     parser.add_argument("--rack-pods", type=int, default=8, help="rackloss: pods per gang")
+    parser.add_argument(
+        "--rack-server-qps",
+        type=float,
+        default=None,
+        help="rackloss: kubesim's limit per User-Agent from the loss on (requests/s; default: "
+        "RackConfig.server_qps), burst the same",
+    )
     parser.add_argument("--md", type=Path, default=ROOT / "docs" / "benchmarks.md")
     parser.add_argument("--json", type=Path, default=ROOT / "docs" / "benchmarks.json")
     args = parser.parse_args(argv)
@@ -140,6 +147,14 @@ async def main_async(args: argparse.Namespace, host: dict[str, Any]) -> dict[str
                     appwrappers=args.rack_appwrappers,
                     pods=args.rack_pods,
                     lost=args.rack_lost if args.rack_lost is not None else args.rack_nodes // 2,
+                    **(
+                        {}
+                        if args.rack_server_qps is None
+                        else {
+                            "server_qps": args.rack_server_qps,
+                            "server_burst": int(args.rack_server_qps),
+                        }
+                    ),
                 )
             ),
         )

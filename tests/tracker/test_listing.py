@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import asyncio
 
-from tracker_builders import pod
+from tracker_builders import node, pod
 
 from clearance import labels
+from clearance.events import NodeObject
 from clearance_tracker.confirmation import Snapshot
-from clearance_tracker.listing import CoalescedLists, selector_of
+from clearance_tracker.listing import CoalescedLists, SharedNodeList, selector_of
 
 WORLD = [
     pod("a-0", "ua0", appwrapper="a"),
@@ -97,3 +98,38 @@ async def test_a_failed_list_fails_its_requests_only() -> None:
 def test_selector_of_many_values_is_a_set_selector() -> None:
     assert selector_of(["b", "a"]) == f"{labels.MCAD_APPWRAPPER} in (a,b)"
     assert selector_of(["a"]) == f"{labels.MCAD_APPWRAPPER}=a"
+
+
+class NodeApi:
+    """Answers a LIST of nodes; logs each LIST; can hold the answer."""
+
+    def __init__(self) -> None:
+        self.sent = 0
+        self.release = asyncio.Event()
+        self.release.set()
+
+    async def fetch(self) -> dict[str, NodeObject]:
+        self.sent += 1
+        await self.release.wait()
+        return {"node-1": node("node-1"), "node-2": node("node-2", ready="Unknown")}
+
+
+async def test_node_reads_made_together_share_one_list() -> None:
+    api = NodeApi()
+    shared = SharedNodeList(api.fetch)
+    answers = await asyncio.gather(*(shared.nodes() for _ in range(5)))
+    assert api.sent == 1
+    assert all(sorted(a) == ["node-1", "node-2"] for a in answers)
+
+
+async def test_a_node_read_never_joins_a_list_already_sent() -> None:
+    api = NodeApi()
+    api.release.clear()
+    shared = SharedNodeList(api.fetch)
+    first = asyncio.create_task(shared.nodes())
+    await asyncio.sleep(0.01)  # the first LIST is in flight
+    second = asyncio.create_task(shared.nodes())
+    await asyncio.sleep(0.01)
+    api.release.set()
+    await asyncio.gather(first, second)
+    assert api.sent == 2

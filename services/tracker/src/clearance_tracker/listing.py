@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from clearance import labels
+from clearance.events import NodeObject
 from clearance_tracker.confirmation import Snapshot
 
 LaneKey = tuple[str, str, str]
@@ -107,3 +108,42 @@ class CoalescedLists:
             lane.waiting.clear()
             if self._lanes.get(key) is lane:
                 del self._lanes[key]
+
+
+class SharedNodeList:
+    """Quorum LISTs of every node, one shared by the diagnoses asking at once.
+
+    Same rule as a lane above: a request joins a LIST not sent yet (issued after the request),
+    never one already in flight. A rack loss puts many teardowns at their stuck alert in the
+    same second; each used to GET every node its pods ran on."""
+
+    def __init__(self, fetch: Callable[[], Awaitable[dict[str, NodeObject]]]) -> None:
+        self.fetch = fetch
+        self._next: asyncio.Future[dict[str, NodeObject]] | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.lists_sent = 0
+
+    async def nodes(self) -> dict[str, NodeObject]:
+        """Every node by name, from a LIST issued after this call."""
+        if self._next is None:
+            self._next = asyncio.get_running_loop().create_future()
+            task = asyncio.create_task(self._send(), name="tracker:list:nodes")
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        return await asyncio.shield(self._next)
+
+    async def _send(self) -> None:
+        await asyncio.sleep(0)  # requests made in the same turn join this LIST
+        future, self._next = self._next, None
+        assert future is not None
+        self.lists_sent += 1
+        try:
+            found = await self.fetch()
+        except BaseException as exc:
+            if not future.done():
+                future.set_exception(exc)
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+            return
+        if not future.done():
+            future.set_result(found)

@@ -7,7 +7,8 @@ back into the snapshots the pure rules take (:class:`~clearance.events.PodObject
 the server does not serve lists as empty and GETs as 404 (its objects cannot exist). Reads
 that fail for another reason raise: the caller retries later rather than conclude anything.
 The LISTs of teardowns verified at once are shared, one per namespace and kind
-(:mod:`.listing`).
+(:mod:`.listing`); so are the escalation ladder's reads of open objects (a GET only for a
+name the LIST does not show) and of nodes (one LIST of nodes for many diagnoses).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from clearance.discovery import Discovery
 from clearance.events import ItemObject, NodeObject, PodObject
 from clearance.kube import NODES, PODS, Kube, KubeError
 from clearance_tracker.confirmation import GetResult, Missing, Snapshot
-from clearance_tracker.listing import CoalescedLists
+from clearance_tracker.listing import CoalescedLists, SharedNodeList
 from clearance_tracker.metrics import TrackerMetrics
 from clearance_tracker.teardown import Teardown, TrackedObject
 
@@ -33,6 +34,9 @@ log = logging.getLogger(__name__)
 _POD_DECODER: Final = msgspec.json.Decoder(PodObject)
 _ITEM_DECODER: Final = msgspec.json.Decoder(ItemObject)
 _NODE_DECODER: Final = msgspec.json.Decoder(NodeObject)
+
+NODE_GETS: Final = 2
+"""Up to this many nodes a diagnosis GETs one by one; more are read with one LIST of nodes."""
 
 KindKey = tuple[str, str]
 """(apiVersion, kind)."""
@@ -69,6 +73,8 @@ class ApiReader:
         self.metrics = metrics
         self.lists = CoalescedLists(self.list_kind)
         """Verification LISTs, one per namespace and kind for every teardown asking at once."""
+        self.node_lists = SharedNodeList(self._list_nodes)
+        """Node LISTs for the diagnoses of many teardowns at once (a rack loss)."""
 
     async def list_all(self, record: Teardown) -> Listing:
         """Quorum LIST by the AppWrapper label of pods and every kind the record knows
@@ -171,13 +177,40 @@ class ApiReader:
         return found
 
     async def get_open(self, record: Teardown) -> list[tuple[str, GetResult]]:
-        """GET of every open object of `record`, in the ladder's order (pods first)."""
-        return [(o.uid, await self.get(o)) for o in record.open_objects]
+        """What a GET of every open object of `record` would answer, in the ladder's order
+        (pods first): the objects under their names in a quorum LIST by the AppWrapper label
+        (coalesced with other teardowns'), a GET for each name that LIST does not show (gone,
+        or stripped of its labels). An object of another UID under the name is answered as a
+        GET would answer it."""
+        aw = record.appwrapper
+        value = labels.value_for(aw.name)
+        open_objects = record.open_objects
+        groups = {(o.api_version, o.kind, o.namespace) for o in open_objects}
+        listed: dict[tuple[str, str, str | None, str], Snapshot] = {}
+        for api_version, kind, namespace in groups:
+            if namespace is None or await self.resolver.find(api_version, kind) is None:
+                continue  # cluster-scoped or not served: GET each (as before)
+            for snapshot in await self.lists.by_label(api_version, kind, namespace, value):
+                listed[(api_version, kind, namespace, snapshot.metadata.name)] = snapshot
+        out: list[tuple[str, GetResult]] = []
+        for obj in open_objects:
+            found = listed.get((obj.api_version, obj.kind, obj.namespace, obj.name))
+            out.append((obj.uid, found if found is not None else await self.get(obj)))
+        return out
 
     async def nodes(self, names: Iterable[str]) -> dict[str, NodeObject | None]:
-        """The named nodes (None: the node does not exist); a failed GET leaves it out."""
+        """The named nodes (None: the node does not exist); a failed read leaves them out.
+        One or two names are a GET each; more, one LIST shared with other diagnoses."""
+        wanted = sorted(set(names))
         found: dict[str, NodeObject | None] = {}
-        for name in sorted(set(names)):
+        if len(wanted) > NODE_GETS:
+            try:
+                every = await self.node_lists.nodes()
+            except KubeError:
+                self.metrics.kube_errors.labels("list_nodes").inc()
+                return found
+            return {name: every.get(name) for name in wanted}
+        for name in wanted:
             try:
                 found[name] = _NODE_DECODER.decode(await self.kube.get(NODES, name))
             except KubeError as exc:
@@ -186,3 +219,15 @@ class ApiReader:
                 else:
                     self.metrics.kube_errors.labels("get_node").inc()
         return found
+
+    async def _list_nodes(self) -> dict[str, NodeObject]:
+        result = await self.kube.list(NODES)
+        every: dict[str, NodeObject] = {}
+        for raw in result.items:
+            try:
+                node = _NODE_DECODER.decode(raw)
+            except msgspec.DecodeError as exc:
+                log.warning("unreadable node in LIST", extra={"error": str(exc)})
+                continue
+            every[node.metadata.name] = node
+        return every
