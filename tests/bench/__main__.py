@@ -15,6 +15,7 @@ import json
 import os
 import sys
 import time
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -139,25 +140,22 @@ async def main_async(args: argparse.Namespace, host: dict[str, Any]) -> dict[str
         await timed("footprint", sync(footprint.run))
 
     if "rackloss" in selected:
-        await timed(
-            "rackloss",
-            rack_loss.run(
-                rack_loss.RackConfig(
-                    nodes=args.rack_nodes,
-                    appwrappers=args.rack_appwrappers,
-                    pods=args.rack_pods,
-                    lost=args.rack_lost if args.rack_lost is not None else args.rack_nodes // 2,
-                    **(
-                        {}
-                        if args.rack_server_qps is None
-                        else {
-                            "server_qps": args.rack_server_qps,
-                            "server_burst": int(args.rack_server_qps),
-                        }
-                    ),
-                )
-            ),
+        rack = rack_loss.RackConfig(
+            nodes=args.rack_nodes,
+            appwrappers=args.rack_appwrappers,
+            pods=args.rack_pods,
+            lost=args.rack_lost if args.rack_lost is not None else args.rack_nodes // 2,
         )
+        if args.rack_server_qps is not None:
+            rack = replace(
+                rack, server_qps=args.rack_server_qps, server_burst=int(args.rack_server_qps)
+            )
+        await timed("rackloss", rack_loss.run(rack))
+        # The same storm against a server that grants half the clients' rate: 429s come,
+        # and the services must wait them out (Retry-After) without breaking their limits.
+        half = rack.qps / 2
+        strict = replace(rack, server_qps=half, server_burst=int(half))
+        await timed("rackloss_429", rack_loss.run(strict))
 
     targets = report.targets(results)
     profiles: dict[str, Any] = {}
