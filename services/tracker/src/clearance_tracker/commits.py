@@ -92,8 +92,14 @@ class RecordWriter:
         done; raises what that write raised.
         """
         future: asyncio.Future[Versioned | None] = asyncio.get_running_loop().create_future()
-        self._queued.setdefault(key, []).append((change, future))
-        async with self._lock(key):
+        queued = self._queued.setdefault(key, [])
+        queued.append((change, future))
+        lock = self._lock(key)
+        if not lock.locked():
+            # The first fact of a write: one turn of the loop lets the facts delivered with it
+            # (the other DELETED events of the teardown in the same fetch) join this write.
+            await asyncio.sleep(0)
+        async with lock:
             batch = self._queued.pop(key, [])
             if batch:
                 await self._write_batch(key, batch, known)

@@ -99,9 +99,9 @@ async def run(settings: TrackerSettings, *, stop: asyncio.Event) -> None:
         )
         await tracker.start()
         teardown_spec, kube_spec = consumer_specs(settings)
-        for spec, handler in (
-            (teardown_spec, tracker.on_cycle_event),
-            (kube_spec, tracker.on_kube_event),
+        for spec, handler, span_ratio in (
+            (teardown_spec, tracker.on_cycle_event, 1.0),
+            (kube_spec, tracker.on_kube_event, settings.kube_span_ratio),
         ):
             consumer: bus.Consumer[events.Event] = bus.Consumer(
                 js,
@@ -112,6 +112,10 @@ async def run(settings: TrackerSettings, *, stop: asyncio.Event) -> None:
                 fetch_timeout=settings.fetch_timeout,
                 tracer=tracer,
                 metrics=bus_metrics,
+                span_ratio=span_ratio,
+                # Fetch a quarter of the slots at a time: the DELETED events of one teardown
+                # then arrive together and their facts share one KV write (group commit).
+                refill=max(1, settings.consumer_concurrency // 4),
             )
             await consumer.start()
             consumers.append(consumer)

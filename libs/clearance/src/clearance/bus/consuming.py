@@ -28,8 +28,10 @@ from clearance.bus.backoff import DEFAULT_HANDLER_BACKOFF, RetryPolicy
 from clearance.bus.dlq import copy_to_dlq
 from clearance.bus.errors import BusError, PublishError, Retry, StreamUnavailableError
 from clearance.bus.headers import MSG_ID
+from clearance.bus.keepalive import KeepAlive
 from clearance.bus.metrics import BusMetrics
 from clearance.bus.provisioning import ensure_consumer, ensure_stream, while_unavailable
+from clearance.bus.spanscope import keeps, without_span
 from clearance.bus.topology import ConsumerSpec, StreamSpec, dlq_stream, dlq_subject
 from clearance.telemetry import extract_context
 
@@ -101,6 +103,8 @@ class Consumer(Generic[T]):
         heartbeat_interval: float | None = None,
         dlq: StreamSpec | None = None,
         dlq_subject_for: Callable[[str], str] = dlq_subject,
+        span_ratio: float = 1.0,
+        refill: int = 1,
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be >= 1")
@@ -118,10 +122,24 @@ class Consumer(Generic[T]):
         self.heartbeat_interval = heartbeat_interval or spec.ack_wait / 3
         self.dlq = dlq if dlq is not None else dlq_stream()
         self.dlq_subject_for = dlq_subject_for
+        self.span_ratio = span_ratio
+        """Share of messages handled under a CONSUMER span (:mod:`.spanscope`; default all)."""
+        self.refill = max(1, min(refill, concurrency))
+        """Free slots a busy consumer waits for before fetching again (default 1: at once)."""
         self._sub: JetStreamContext.PullSubscription | None = None
         self._loop: asyncio.Task[None] | None = None
         self._state = _State()
         self._healthy = False
+        self._children: dict[tuple[str, ...], Any] = {}
+
+    def _metric(self, name: str, *values: str) -> Any:
+        """The labelled child of one of the bus metrics (looked up once per label set)."""
+        key = (name, *values)
+        child = self._children.get(key)
+        if child is None:
+            assert self.metrics is not None
+            child = self._children[key] = getattr(self.metrics, name).labels(*values)
+        return child
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -248,7 +266,11 @@ class Consumer(Generic[T]):
 
     async def _wait_for_capacity(self) -> int:
         state = self._state
-        while len(state.tasks) >= self.concurrency and not state.stopping.is_set():
+        # A busy consumer waits for `refill` free slots before it fetches again (an idle one
+        # fetches at once): batches, not one message per finished handler.
+        while (
+            state.tasks and self.concurrency - len(state.tasks) < self.refill
+        ) and not state.stopping.is_set():
             state.wake.clear()
             await state.wake.wait()
         return 0 if state.stopping.is_set() else self.concurrency - len(state.tasks)
@@ -312,17 +334,17 @@ class Consumer(Generic[T]):
                 self._state.tasks.add(task)
                 task.add_done_callback(self._task_done)
             if self.metrics is not None:
-                self.metrics.in_flight.labels(self.name).set(len(self._state.tasks))
+                self._metric("in_flight", self.name).set(len(self._state.tasks))
 
     def _observe_pending(self, pending: int) -> None:
         if self.metrics is not None:
-            self.metrics.pending.labels(self.spec.stream.name, self.name).set(pending)
+            self._metric("pending", self.spec.stream.name, self.name).set(pending)
 
     def _task_done(self, task: asyncio.Task[None]) -> None:
         self._state.tasks.discard(task)
         self._state.wake.set()
         if self.metrics is not None:
-            self.metrics.in_flight.labels(self.name).set(len(self._state.tasks))
+            self._metric("in_flight", self.name).set(len(self._state.tasks))
         if not task.cancelled() and task.exception() is not None:
             log.error(
                 "consumer task crashed",
@@ -334,7 +356,7 @@ class Consumer(Generic[T]):
 
     def _count(self, outcome: str) -> None:
         if self.metrics is not None:
-            self.metrics.consumed.labels(self.spec.stream.name, self.name, outcome).inc()
+            self._metric("consumed", self.spec.stream.name, self.name, outcome).inc()
 
     async def _process(self, msg: Msg) -> None:
         headers: dict[str, str] = dict(msg.headers or {})
@@ -357,34 +379,38 @@ class Consumer(Generic[T]):
         }
         if self.metrics is not None:
             lag = (datetime.now(UTC) - md.timestamp).total_seconds()
-            self.metrics.delivery_lag.labels(self.spec.stream.name, self.name).observe(
-                max(0.0, lag)
-            )
+            self._metric("delivery_lag", self.spec.stream.name, self.name).observe(max(0.0, lag))
         if delivery.redelivered and self.metrics is not None:
-            self.metrics.redelivered.labels(self.spec.stream.name, self.name).inc()
-        with self.tracer.start_as_current_span(
-            f"process {msg.subject}",
-            context=extract_context(headers),
-            kind=SpanKind.CONSUMER,
-            attributes={
-                "messaging.system": "nats",
-                "messaging.operation.type": "process",
-                "messaging.destination.name": msg.subject,
-                "messaging.consumer.group.name": self.name,
-                "messaging.message.id": delivery.msg_id or "",
-                "messaging.message.body.size": len(msg.data),
-                attributes.NATS_STREAM: delivery.stream,
-                attributes.NATS_SEQUENCE: delivery.stream_sequence,
-                attributes.NATS_DELIVERY_COUNT: delivery.num_delivered,
-            },
-        ) as span:
+            self._metric("redelivered", self.spec.stream.name, self.name).inc()
+        parent = extract_context(headers)
+        scope = (
+            self.tracer.start_as_current_span(
+                f"process {msg.subject}",
+                context=parent,
+                kind=SpanKind.CONSUMER,
+                attributes={
+                    "messaging.system": "nats",
+                    "messaging.operation.type": "process",
+                    "messaging.destination.name": msg.subject,
+                    "messaging.consumer.group.name": self.name,
+                    "messaging.message.id": delivery.msg_id or "",
+                    "messaging.message.body.size": len(msg.data),
+                    attributes.NATS_STREAM: delivery.stream,
+                    attributes.NATS_SEQUENCE: delivery.stream_sequence,
+                    attributes.NATS_DELIVERY_COUNT: delivery.num_delivered,
+                },
+            )
+            if keeps(parent, self.span_ratio)
+            else without_span(parent)
+        )
+        with scope as span:
             try:
                 event = self.decode(msg.data)
             except Exception as exc:
                 span.set_status(Status(StatusCode.ERROR, f"undecodable: {exc}"))
                 await self._dead_letter(msg, delivery, exc, context)
                 return
-            heartbeat = asyncio.create_task(self._heartbeat(msg))
+            keepalive = KeepAlive(msg, interval=self.heartbeat_interval, consumer=self.name)
             try:
                 await self.handler(event, delivery)
             except Retry as retry:
@@ -411,9 +437,7 @@ class Consumer(Generic[T]):
                 await self._settle(msg.ack(), context)
                 self._count("ack")
             finally:
-                heartbeat.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await heartbeat
+                keepalive.cancel()
 
     async def _settle(self, op: Awaitable[None], context: Mapping[str, Any]) -> None:
         """Send ack/nak/term; failures only delay the message (the server redelivers)."""
@@ -421,14 +445,6 @@ class Consumer(Generic[T]):
             await op
         except Exception as exc:
             log.warning("could not acknowledge message", extra={**context, "error": repr(exc)})
-
-    async def _heartbeat(self, msg: Msg) -> None:
-        while True:
-            await asyncio.sleep(self.heartbeat_interval)
-            try:
-                await msg.in_progress()
-            except Exception as exc:
-                log.debug("in_progress failed", extra={"consumer": self.name, "error": repr(exc)})
 
     async def _dead_letter(
         self, msg: Msg, delivery: Delivery, error: Exception, context: Mapping[str, Any]
