@@ -176,27 +176,24 @@ NOTES: dict[str, dict[str, str]] = {
     },
     "rack_loss": {
         "bottleneck": (
-            "At 64 nodes x 500 gangs x 8 pods the gangs do not all run within the setup "
-            "timeout (2026-12-03, 240 s): the dispatcher had created all 4,000 pods, but only "
-            "~1,530 ran — kubesim, the simulator, was the bottleneck (72.5% of a core mean, "
-            "97% peak, on the shared 2 cores), and gangs whose pods did not run within their "
-            "30 s requeuing wait were torn down during the setup (1,108 deletes), which fed "
-            "it more work. Read from the request log and a profile of kubesim's scheduler: "
-            "every scheduling pass re-sums "
-            "every bound pod's requests (0.24 s a pass at 4,000 pods; ~0.06 s once quantities "
-            "and requests are remembered), and the dispatcher's API requests per gang it "
-            "redispatches: at 16 nodes x 100 gangs x 8 pods (2026-12-03, every gang back, no "
-            "safety violation, worst 14.8 s after its force deadline) it sent 3,267 pod GETs "
-            "(~32 per gang), 979 status patches (~10), 808 deletes and 808 creates in the "
-            "storm — 75.7 requests/s for 83 s; a 500-gang storm is ~25,000 requests."
+            "At the issue's size (64 nodes x 500 gangs x 8 pods, 32 lost; 2026-12-06, "
+            "perf-kubesim) the setup runs every pod 47 s after the last AppWrapper is created "
+            "and every gang comes back with no safety violation (storm 182 s); kubesim is no "
+            "longer the bottleneck (47.5% of a core mean; before, 2026-12-03, only ~1,530 of "
+            "4,000 pods ran within 240 s: see docs/DECISIONS.md, kubesim at the rack-loss "
+            "size). The redispatch is bound by API requests against kubesim's 100/s per "
+            "User-Agent: in the storm the dispatcher sent ~17,000 requests (~34 per gang: "
+            "4,451 pod deletes, 4,393 creates, 3,810 pod LISTs, 3,643 status patches) and the "
+            "tracker ~13,800 (5,802 pod GETs, 2,539 deletes, 2,498 node GETs, 1,648 LISTs), "
+            "3,757 of them answered 429 — ~170 s of the dispatcher's bucket alone, so the "
+            "last gangs came back ~111 s after their force deadline."
         ),
         "fix": (
-            "kubesim: keep each node's usage incrementally from the pod informer (a pass "
-            "proportional to the pending pods). dispatcher (issue 16 Build 2): one status write "
-            "per transition and no GET per pod on the redispatch path (the other items of "
-            "Build 2). Even then the arithmetic binds: 500 gangs x ~10 requests is 25 s of a "
-            "200/s bucket, so the 10 s bound at full size needs either ≤ 4 requests per gang "
-            "or a client limit ≥ 500/s (and an API server that admits it)."
+            "Fewer requests per redispatched gang in the dispatcher and the tracker (issue 16 "
+            "Build 2: one status write per transition, no LIST or GET per pod, a gang's pods "
+            "deleted together). The arithmetic binds: 500 gangs back within 10 s at 100/s per "
+            "service is ~2 requests per gang, so the full-size bound also needs a higher "
+            "server limit per client (or one request per gang for all its pods)."
         ),
     },
 }

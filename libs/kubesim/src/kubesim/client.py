@@ -12,9 +12,9 @@ import asyncio
 import json
 import logging
 import random
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import aiohttp
 
@@ -33,6 +33,7 @@ __all__ = [
     "Informer",
     "KubeClient",
     "Resource",
+    "StoreObserver",
 ]
 
 log = logging.getLogger(__name__)
@@ -307,6 +308,14 @@ def _selectors(label_selector: str | None, field_selector: str | None) -> dict[s
 Handler = Callable[[str, Obj], None]
 
 
+class StoreObserver(Protocol):
+    """Told of every change to an informer's cache, write-through included (see `observe`)."""
+
+    def replace(self, key: str, old: Obj | None, new: Obj | None) -> None: ...
+
+    def reset(self, items: Iterable[tuple[str, Obj]]) -> None: ...
+
+
 class Informer:
     """List + watch one resource into a local cache, like client-go's reflector + store.
 
@@ -338,6 +347,7 @@ class Informer:
         self._handlers: list[Handler] = []
         self._indexers: dict[str, Callable[[Obj], list[str]]] = {}
         self._indices: dict[str, dict[str, dict[str, Obj]]] = {}
+        self._observers: list[StoreObserver] = []
         self.relists = 0
 
     def add_indexer(self, name: str, index_fn: Callable[[Obj], list[str]]) -> None:
@@ -355,12 +365,19 @@ class Informer:
     def index_values(self, name: str) -> list[str]:
         return [v for v, objs in self._indices[name].items() if objs]
 
+    def add_observer(self, observer: StoreObserver) -> None:
+        """Keep `observer` in step with the cache (a running total, say), from its contents now."""
+        self._observers.append(observer)
+        observer.reset(self.store.items())
+
     def _put(self, key: str, obj: Obj | None) -> None:
         old = self.store.get(key)
         if obj is None:
             self.store.pop(key, None)
         else:
             self.store[key] = obj
+        for observer in self._observers:
+            observer.replace(key, old, obj)
         for name, index_fn in self._indexers.items():
             index = self._indices[name]
             if old is not None:
@@ -411,6 +428,8 @@ class Informer:
         self.store = fresh
         for name in self._indexers:
             self.add_indexer(name, self._indexers[name])
+        for observer in self._observers:
+            observer.reset(fresh.items())
         self.resource_version = str((listing.get("metadata") or {}).get("resourceVersion") or "0")
         for key, obj in old.items():
             if key not in fresh:

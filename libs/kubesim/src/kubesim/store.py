@@ -19,6 +19,7 @@ from typing import Any, Literal
 import msgspec
 
 from kubesim.audit import AuditEntry, entry_for
+from kubesim.labelindex import LabelIndex
 
 ResourceKey = tuple[str, str]  # (group, plural)
 ObjectKey = tuple[str, str]  # (namespace, name)
@@ -153,6 +154,9 @@ class Store:
         # Namespace index: resource -> namespace -> names, so a namespaced LIST or watch start
         # reads that namespace's objects instead of scanning (and sorting) every object.
         self._names_by_ns: dict[ResourceKey, dict[str, set[str]]] = {}
+        self.labels = LabelIndex()  # current objects by label, for LISTs by `key=value`
+        # names_in sorted, by (resource, namespace); dropped when a name comes or goes.
+        self._sorted_names: dict[tuple[ResourceKey, str], list[str]] = {}
         self._history: deque[Change] = deque(maxlen=history_limit)
         # All changes with rev > horizon are in the ring.
         self.horizon = 0
@@ -188,6 +192,15 @@ class Store:
         """Names of the current objects of `resource` in `namespace` (the index; do not
         modify)."""
         return self._names_by_ns.get(resource, {}).get(namespace, set())
+
+    def sorted_names_in(self, resource: ResourceKey, namespace: str) -> list[str]:
+        """`names_in` sorted, remembered until a name is added or removed (do not modify)."""
+        found = self._sorted_names.get((resource, namespace))
+        if found is None:
+            found = self._sorted_names[(resource, namespace)] = sorted(
+                self.names_in(resource, namespace)
+            )
+        return found
 
     def snapshot(self, resource: ResourceKey, rev: int) -> dict[ObjectKey, dict[str, Any]]:
         """The state of one resource at `rev`, rolled back from now through the ring."""
@@ -245,8 +258,10 @@ class Store:
         self.rev += 1
         meta["resourceVersion"] = str(self.rev)
         table[key] = obj
+        self.labels.update(resource, key, old, obj)
         if old is None:
             self._names_by_ns.setdefault(resource, {}).setdefault(key[0], set()).add(key[1])
+            self._sorted_names.pop((resource, key[0]), None)
         self._commit(
             Change(
                 self.rev,
@@ -266,6 +281,8 @@ class Store:
         old = table.pop((namespace, name), None)
         if old is None:
             return None
+        self.labels.update(resource, (namespace, name), old, None)
+        self._sorted_names.pop((resource, namespace), None)
         names = self._names_by_ns.get(resource, {}).get(namespace)
         if names is not None:
             names.discard(name)
@@ -352,6 +369,8 @@ class Store:
         """Forget a resource that stopped being served (its CRD was deleted): end its watches."""
         self._objects.pop(resource, None)
         self._names_by_ns.pop(resource, None)
+        self.labels.drop(resource)
+        self._sorted_names = {k: v for k, v in self._sorted_names.items() if k[0] != resource}
         for w in self._watchers.pop(resource, set()):
             w.close()
 

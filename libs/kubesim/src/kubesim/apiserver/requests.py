@@ -160,6 +160,7 @@ class RequestHandling:
             continue_token=q.get("continue", ""),
             resource_version=q.get("resourceVersion", ""),
             resource_version_match=q.get("resourceVersionMatch", ""),
+            encoded=not self._wants_table(request),
         )
         if self._wants_table(request):
             return _json(

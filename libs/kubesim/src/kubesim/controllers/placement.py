@@ -19,6 +19,9 @@ from kubesim.quantity import QuantityError, parse_quantity
 
 __all__ = [
     "FitResult",
+    "Resources",
+    "Usage",
+    "allocatable_of",
     "choose_node",
     "fits",
     "format_unschedulable",
@@ -26,11 +29,15 @@ __all__ = [
     "matching_tolerations",
     "node_usage",
     "pod_requests",
+    "resource_reasons",
+    "static_reasons",
     "tolerates",
     "untolerated_taints",
 ]
 
 Resources = dict[str, Fraction]
+Usage = tuple[Resources, int]
+"""A node's load: the requests of its counted pods summed, and how many pods they are."""
 
 
 def tolerates(toleration: Mapping[str, Any], taint: Mapping[str, Any]) -> bool:
@@ -254,6 +261,21 @@ def fits(
     every non-terminal pod bound to the node, Terminating ones included, plus the pod count).
     `usage` (from `node_usage`) saves recomputing the node's load for every pending pod.
     """
+    reasons = static_reasons(pod, node)
+    allocatable = _allocatable(node)
+    used, count = usage if usage is not None else node_usage(pods_on_node)
+    free = {name: allocatable[name] - used.get(name, Fraction(0)) for name in allocatable}
+    reasons += resource_reasons(
+        sorted(pod_requests(pod).items()), free, count, allocatable.get("pods")
+    )
+    return FitResult(reasons, free)
+
+
+def static_reasons(pod: Mapping[str, Any], node: Mapping[str, Any]) -> list[str]:
+    """The filters that read no usage: readiness, unschedulable, affinity, taints, in order.
+
+    They read only the pod's tolerations, nodeSelector and affinity, so pods alike in those
+    get the same answer from the same node."""
     reasons: list[str] = []
     ready = condition(node, "Ready")
     if ready is None or ready.get("status") != "True":
@@ -273,18 +295,30 @@ def fits(
         reasons.append(
             f"node(s) had untolerated taint {{{taint.get('key')}: {taint.get('value') or ''}}}"
         )
-    allocatable = _allocatable(node)
-    used, count = usage if usage is not None else node_usage(pods_on_node)
-    free = {name: allocatable[name] - used.get(name, Fraction(0)) for name in allocatable}
-    max_pods = allocatable.get("pods")
+    return reasons
+
+
+def resource_reasons(
+    requests: Sequence[tuple[str, Fraction]],
+    free: Mapping[str, Fraction],
+    count: int,
+    max_pods: Fraction | None,
+) -> list[str]:
+    """NodeResourcesFit: the pod count, then each positive request (sorted by name) vs free."""
+    reasons: list[str] = []
     if max_pods is not None and count + 1 > max_pods:
         reasons.append("Too many pods")
-    for name, amount in sorted(pod_requests(pod).items()):
+    for name, amount in requests:
         if amount <= 0:
             continue
         if amount > free.get(name, Fraction(0)):
             reasons.append(f"Insufficient {name}")
-    return FitResult(reasons, free)
+    return reasons
+
+
+def allocatable_of(node: Mapping[str, Any]) -> Resources:
+    """The node's allocatable (capacity when unset) as amounts."""
+    return _allocatable(node)
 
 
 def choose_node(

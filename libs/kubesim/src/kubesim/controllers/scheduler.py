@@ -9,18 +9,21 @@ watch delivers the update, as the real scheduler cache does.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
 from kubesim.client import PODS, ApiError, Informer, KubeClient
+from kubesim.controllers.choosing import NodeChooser
 from kubesim.controllers.events import EventRecorder
-from kubesim.controllers.objects import Obj, is_terminal, set_condition
+from kubesim.controllers.node_usage import UsageIndex
+from kubesim.controllers.objects import Obj, is_terminal, key_of, set_condition
 from kubesim.controllers.placement import (
-    choose_node,
+    Usage,
     format_unschedulable,
     node_usage,
     pod_requests,
@@ -35,6 +38,7 @@ __all__ = [
     "decide_placements",
     "is_gated",
     "needs_scheduling",
+    "place_pending",
 ]
 
 log = logging.getLogger(__name__)
@@ -75,15 +79,35 @@ def decide_placements(
     *,
     scheduler_name: str = SCHEDULER_NAME,
 ) -> list[Placement]:
-    """Schedule every pending pod in priority then FIFO order, counting earlier decisions."""
+    """Schedule every pending pod in priority then FIFO order, counting earlier decisions.
+
+    Sums each node's usage from the bound pods in `pods`; the scheduler itself keeps those sums
+    running (:class:`~kubesim.controllers.node_usage.UsageIndex`) and calls `place_pending`.
+    """
     pods_by_node: dict[str, list[Mapping[str, Any]]] = {}
-    pending: list[Mapping[str, Any]] = []
+    unbound: list[Mapping[str, Any]] = []
     for pod in pods:
         node_name = (pod.get("spec") or {}).get("nodeName")
         if node_name:
             pods_by_node.setdefault(str(node_name), []).append(pod)
-        elif needs_scheduling(pod, scheduler_name=scheduler_name):
-            pending.append(pod)
+        else:
+            unbound.append(pod)
+    usage = {name: node_usage(bound) for name, bound in pods_by_node.items()}
+    return place_pending(unbound, nodes, usage, scheduler_name=scheduler_name)
+
+
+def place_pending(
+    unbound: Sequence[Mapping[str, Any]],
+    nodes: Sequence[Mapping[str, Any]],
+    usage: dict[str, Usage],
+    *,
+    scheduler_name: str = SCHEDULER_NAME,
+) -> list[Placement]:
+    """`decide_placements` given each node's usage already (changed in place as pods are placed).
+
+    `unbound` are pods without a node; those this scheduler should place are picked from them.
+    """
+    pending = [p for p in unbound if needs_scheduling(p, scheduler_name=scheduler_name)]
     decisions: list[Placement] = [
         Placement(dict(p), None, GATED_MESSAGE, "SchedulingGated") for p in pending if is_gated(p)
     ]
@@ -95,11 +119,9 @@ def decide_placements(
             str((p.get("metadata") or {}).get("name")),
         )
     )
-    if not pending:
-        return decisions
-    usage = {name: node_usage(bound) for name, bound in pods_by_node.items()}
+    chooser = NodeChooser(nodes)
     for pod in pending:
-        node, failures = choose_node(pod, nodes, pods_by_node, usage=usage)
+        node, failures = chooser.choose(pod, usage)
         if node is None:
             decisions.append(Placement(dict(pod), None, format_unschedulable(len(nodes), failures)))
             continue
@@ -110,6 +132,20 @@ def decide_placements(
         usage[node] = (used, count + 1)
         decisions.append(Placement(dict(pod), node))
     return decisions
+
+
+BIND_CONCURRENCY = 64
+"""Bindings a pass has in flight at once. kube-scheduler binds in goroutines apart from the
+scheduling cycle; one at a time, each waiting for its answer, 2,000 pods took minutes on a
+busy event loop."""
+
+
+async def _all(binds: list[Coroutine[Any, Any, None]]) -> None:
+    """Run `binds` together; when all are done, raise the first failure (the pass is retried)."""
+    results = await asyncio.gather(*binds, return_exceptions=True)
+    for result in results:
+        if isinstance(result, BaseException):
+            raise result
 
 
 class Scheduler(Reconciler):
@@ -134,9 +170,12 @@ class Scheduler(Reconciler):
         self.nodes = nodes
         self.recorder = recorder
         self.scheduler_name = scheduler_name
-        self._assumed: dict[str, tuple[str, float]] = {}  # pod uid -> (node, assumed at)
+        # pod uid -> (node, assumed at, cache key)
+        self._assumed: dict[str, tuple[str, float, str]] = {}
         self._reported: dict[str, str] = {}  # pod uid -> last unschedulable message
         self.binding_subresource = True
+        self.usage = UsageIndex()
+        pods.add_observer(self.usage)
         pods.add_handler(self._on_pod)
         nodes.add_handler(self.trigger)
 
@@ -149,39 +188,58 @@ class Scheduler(Reconciler):
                 self._assumed.pop(uid, None)
         self.trigger()
 
-    def _view(self) -> list[Obj]:
-        """Cached pods with assumed bindings applied (dropped once the watch confirms them)."""
+    def _view(self) -> tuple[list[Obj], dict[str, Usage]]:
+        """Unbound cached pods and each node's usage, with assumed bindings applied.
+
+        An assumed pod counts on its node (and is no candidate) until the watch shows it bound,
+        it goes away, or 30 s pass.
+        """
         now = self.clock()
-        out: list[Obj] = []
-        seen: set[str] = set()
-        for pod in self.pods.items():
+        usage = self.usage.snapshot()
+        candidates: list[Obj] = []
+        for pod in self.usage.unbound():
             uid = str((pod.get("metadata") or {}).get("uid"))
-            seen.add(uid)
             assumed = self._assumed.get(uid)
-            if assumed and not (pod.get("spec") or {}).get("nodeName"):
-                if now - assumed[1] < 30.0:
-                    pod = {**pod, "spec": {**(pod.get("spec") or {}), "nodeName": assumed[0]}}
-                else:
-                    self._assumed.pop(uid, None)
-            elif assumed:
+            if assumed is None:
+                candidates.append(pod)
+            elif now - assumed[1] >= 30.0:
                 self._assumed.pop(uid, None)
-            out.append(pod)
-        # Forget assumptions about pods that no longer exist.
-        for uid in [u for u in self._assumed if u not in seen]:
-            self._assumed.pop(uid, None)
-        return out
+                candidates.append(pod)
+            elif not is_terminal(pod):
+                used, count = usage.get(assumed[0], ({}, 0))
+                for name, amount in pod_requests(pod).items():
+                    used[name] = used.get(name, Fraction(0)) + amount
+                usage[assumed[0]] = (used, count + 1)
+        # Forget assumptions the cache confirms (bound) or that name a pod no longer there.
+        for uid, (_, _, key) in list(self._assumed.items()):
+            current = self.pods.get(key)
+            if (
+                current is None
+                or str((current.get("metadata") or {}).get("uid")) != uid
+                or (current.get("spec") or {}).get("nodeName")
+            ):
+                self._assumed.pop(uid, None)
+        return candidates, usage
 
     async def reconcile(self) -> float | None:
         if not self.pods.synced.is_set() or not self.nodes.synced.is_set():
             return None
         nodes = sorted(self.nodes.items(), key=lambda n: str(n["metadata"]["name"]))
-        for placement in decide_placements(self._view(), nodes, scheduler_name=self.scheduler_name):
+        candidates, usage = self._view()
+        binds: list[Coroutine[Any, Any, None]] = []
+        for placement in place_pending(
+            candidates, nodes, usage, scheduler_name=self.scheduler_name
+        ):
             if placement.node is not None:
-                await self._bind(placement.pod, placement.node)
+                binds.append(self._bind(placement.pod, placement.node))
+                if len(binds) >= BIND_CONCURRENCY:
+                    await _all(binds)
+                    binds = []
             else:
                 await self._report_unschedulable(
                     placement.pod, placement.message, reason=placement.reason
                 )
+        await _all(binds)
         return None
 
     async def _bind(self, pod: Obj, node: str) -> None:
@@ -208,7 +266,7 @@ class Scheduler(Reconciler):
                 return  # deleted or already bound meanwhile
             else:
                 raise
-        self._assumed[uid] = (node, self.clock())
+        self._assumed[uid] = (node, self.clock(), key_of(pod))
         self._reported.pop(uid, None)
         self.recorder.record(
             pod,

@@ -16,6 +16,7 @@ from kubesim import (
     structural,
     validation,
 )
+from kubesim.registry.encodings import ItemEncodings
 from kubesim.resources import (
     CRD_TYPE,
     NAMESPACE_TYPE,
@@ -99,6 +100,8 @@ class RegistryCore:
         self.resources = resources
         self.default_toleration_seconds = default_toleration_seconds
         self.on_crd_change: list[Callable[[], None]] = []
+        self.list_items = ItemEncodings()
+        store.listeners.append(self.list_items.on_change)
 
     # ---- presentation -----------------------------------------------------------------
 

@@ -12,7 +12,7 @@ from typing import Any
 from kubesim import statuses
 from kubesim.registry.core import RegistryCore
 from kubesim.resources import ResourceType
-from kubesim.selectors import SelectorError, build_matcher
+from kubesim.selectors import SelectorError, build_matcher, parse_label_selector
 from kubesim.statuses import ApiError
 from kubesim.store import Matcher, TooOldError, Watcher, WatchEvent
 
@@ -45,7 +45,11 @@ class RegistryReads(RegistryCore):
         continue_token: str = "",
         resource_version: str = "",
         resource_version_match: str = "",
+        encoded: bool = False,
     ) -> dict[str, Any]:
+        """The LIST answer; with `encoded`, its items are their JSON already (`msgspec.Raw`,
+        remembered per stored object) for the HTTP answer to embed instead of encoding again.
+        """
         match = self.matcher(rt, label_selector, field_selector)
         start_key = ""
         if continue_token:
@@ -119,16 +123,24 @@ class RegistryReads(RegistryCore):
                     "show up in the list."
                 ) from exc
             raise statuses.too_old_resource_version(exc.requested, exc.oldest) from exc
-        if namespace is not None and state is self.store.objects(rt.key):
+        narrowed = (
+            self._labelled(rt, label_selector) if state is self.store.objects(rt.key) else None
+        )
+        if narrowed is not None:
+            # Only the objects carrying one of the selector's `key=value` labels can match;
+            # each is still tested against the whole selector below.
+            keys = sorted(k for k in narrowed if namespace is None or k[0] == namespace)
+        elif namespace is not None and state is self.store.objects(rt.key):
             # The current state of one namespace: its index, not a scan of every object.
-            keys = sorted((namespace, name) for name in self.store.names_in(rt.key, namespace))
+            keys = [(namespace, name) for name in self.store.sorted_names_in(rt.key, namespace)]
         else:
             keys = sorted(k for k in state if namespace is None or k[0] == namespace)
         if start_key:
             keys = [k for k in keys if f"{k[0]}/{k[1]}" >= start_key]
-        items: list[dict[str, Any]] = []
+        items: list[Any] = []  # dicts, or msgspec.Raw when `encoded`
         out_meta: dict[str, Any] = {"resourceVersion": str(rev)}
         present = self.present
+        remembered = self.list_items if encoded else None
         for i, k in enumerate(keys):
             obj = state[k]
             if match is not None and not match(obj):
@@ -142,7 +154,9 @@ class RegistryReads(RegistryCore):
                 if match is None:
                     out_meta["remainingItemCount"] = len(keys) - i
                 break
-            if rt.custom:
+            if remembered is not None:
+                items.append(remembered.item(rt, k, obj, self.list_item))
+            elif rt.custom:
                 items.append(present(rt, obj))
             else:
                 # Built-in list items carry no kind/apiVersion (the real encoder drops them).
@@ -153,6 +167,26 @@ class RegistryReads(RegistryCore):
             "metadata": out_meta,
             "items": items,
         }
+
+    def list_item(self, rt: ResourceType, obj: dict[str, Any]) -> dict[str, Any]:
+        """One stored object as a LIST serves it."""
+        if rt.custom:
+            return self.present(rt, obj)
+        # Built-in list items carry no kind/apiVersion (the real encoder drops them).
+        return {k: v for k, v in obj.items() if k != "kind" and k != "apiVersion"}
+
+    def _labelled(self, rt: ResourceType, label_selector: str) -> set[tuple[str, str]] | None:
+        """Keys of the current objects holding the selector's rarest `key=value` label, or None
+        when the selector has no such requirement (`key in (value)` counts)."""
+        if not label_selector:
+            return None
+        best: set[tuple[str, str]] | None = None
+        for req in parse_label_selector(label_selector):
+            if req.op in ("=", "in") and len(req.values) == 1:
+                holders = self.store.labels.holders(rt.key, req.key, req.values[0])
+                if best is None or len(holders) < len(best):
+                    best = holders
+        return best
 
     # ---- watch ------------------------------------------------------------------------
 
