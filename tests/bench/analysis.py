@@ -176,24 +176,25 @@ NOTES: dict[str, dict[str, str]] = {
     },
     "rack_loss": {
         "bottleneck": (
-            "At the issue's size (64 nodes x 500 gangs x 8 pods, 32 lost; 2026-12-06, "
-            "perf-kubesim) the setup runs every pod 47 s after the last AppWrapper is created "
-            "and every gang comes back with no safety violation (storm 182 s); kubesim is no "
-            "longer the bottleneck (47.5% of a core mean; before, 2026-12-03, only ~1,530 of "
-            "4,000 pods ran within 240 s: see docs/DECISIONS.md, kubesim at the rack-loss "
-            "size). The redispatch is bound by API requests against kubesim's 100/s per "
-            "User-Agent: in the storm the dispatcher sent ~17,000 requests (~34 per gang: "
-            "4,451 pod deletes, 4,393 creates, 3,810 pod LISTs, 3,643 status patches) and the "
-            "tracker ~13,800 (5,802 pod GETs, 2,539 deletes, 2,498 node GETs, 1,648 LISTs), "
-            "3,757 of them answered 429 — ~170 s of the dispatcher's bucket alone, so the "
-            "last gangs came back ~111 s after their force deadline."
+            "Requests ÷ the rate the API server grants. At the issue's size (64 nodes x 500 "
+            "gangs x 8 pods, 32 lost; 2026-12-06 after perf-kubesim and the request cuts) "
+            "every gang is cleared ≤ 3.1 s after its force deadline and comes back with no "
+            "safety violation, but after the deadlines the dispatcher still has to create "
+            "4,000 pods and write ~4,300 statuses (8.5 per gang: start_teardown, "
+            "announce_teardown, the stuck report, cleared + Dispatching, Dispatched, Running, "
+            "counts) plus ~10 pod LISTs per gang (the pre-dispatch check's full-namespace LIST "
+            "of 4,000 pods among them: most of the dispatcher's 67 % of a core). At 200 "
+            "requests/s the creates alone take 20 s; the last gang came back 31 s after its "
+            "deadline. kubesim serves ~450 requests/s at 100 % of its core, so no client "
+            "limit gets 500 gangs back in 10 s on this machine."
         ),
         "fix": (
-            "Fewer requests per redispatched gang in the dispatcher and the tracker (issue 16 "
-            "Build 2: one status write per transition, no LIST or GET per pod, a gang's pods "
-            "deleted together). The arithmetic binds: 500 gangs back within 10 s at 100/s per "
-            "service is ~2 requests per gang, so the full-size bound also needs a higher "
-            "server limit per client (or one request per gang for all its pods)."
+            "One status write per transition (fold announce_teardown, the stuck report and "
+            "counts into the transitions' writes), the pre-dispatch name check without a "
+            "full-namespace LIST (the tracker's cleared proves the names free as of its final "
+            "reads; a foreign object created since meets the create's 409 and the rollback), "
+            "and a client rate the API server grants: 500 gangs in 10 s needs ≥ 400 pod "
+            "creates/s for the dispatcher alone."
         ),
     },
 }

@@ -74,7 +74,7 @@ def targets(r: dict[str, Any] | None, add: Any, strict: dict[str, Any] | None = 
         "0",
         r.get("safety_violation_count") == 0,
     )
-    _manners(r, add, key="rack_rate", what="rack loss")
+    _manners(r, add, key="rack_rate", what="rack loss", need_429s=not strict)
     if not strict or "error" in strict or "setup_requests" in strict:
         return
     sc = strict.get("config", {})

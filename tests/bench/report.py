@@ -503,7 +503,8 @@ def _method() -> list[str]:
         "every gang's force deadline; judged from kubesim's write and request logs and the "
         "JetStream store times (tests/bench/rack_analysis.py). The judged run grants each "
         "service the rate it is configured for; **7** runs the same storm against a server "
-        "granting half of it, to show the services wait out every 429.",
+        "granting half of it when the judged storm met no 429 (a small one), to show the "
+        "services wait out every 429.",
         "",
     ]
 
