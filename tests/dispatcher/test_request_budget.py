@@ -15,7 +15,7 @@ import json
 import re
 from typing import Any
 
-from tests.support.dispatcher_env import Env, phase_is
+from tests.support.dispatcher_env import Env, condition, phase_is
 
 from clearance.kube import PODS
 
@@ -108,3 +108,46 @@ async def test_a_teardown_deletes_an_item_stripped_of_its_labels(make_env: Any) 
         if r["method"] == "DELETE" and r["path"].endswith("/pods/stripped-0")
     ]
     assert deletes, "the dispatcher never deleted the stripped pod"
+
+
+async def test_a_foreign_pod_under_one_of_five_item_names_holds_the_dispatch(
+    make_env: Any,
+) -> None:
+    """Five names are read with one LIST of the pods that belong to no AppWrapper
+    (``leftovers.NO_APPWRAPPER``): a foreign pod under one of them is found before any
+    create, named in ``Blocked``; the gang is created once it is gone."""
+    env = await make_env(pod_run_time=3600.0)
+    body = gang_appwrapper("crowded", env.namespace)
+    body["spec"]["resources"]["GenericItems"].append(
+        {
+            "replicas": 1,
+            "generictemplate": {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": "crowded-4"},
+                "spec": {"containers": [{"name": "main", "image": "busybox:1.36"}]},
+            },
+        }
+    )
+    foreign = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "crowded-2"},
+        "spec": {"containers": [{"name": "main", "image": "busybox:1.36"}]},
+    }
+    await env.kube.create(PODS, foreign, namespace=env.namespace)
+    await env.start_dispatcher()
+    await env.create_aw(body)
+    blocked = await env.wait_aw(
+        "crowded",
+        lambda aw: (condition(aw, "Blocked") or {}).get("status") == "True",
+        what="Blocked by the foreign pod",
+    )
+    assert "crowded-2" in (condition(blocked, "Blocked") or {}).get("message", "")
+    history = await env.history(namespace=env.namespace, kind="Pod")
+    created = [
+        e["name"] for e in history if e["type"] == "ADDED" and "dispatcher" in e["userAgent"]
+    ]
+    assert created == [], created
+    await env.kube.delete(PODS, "crowded-2", namespace=env.namespace)
+    await env.wait_aw("crowded", phase_is("Dispatched", 1), what="dispatched once it is gone")
