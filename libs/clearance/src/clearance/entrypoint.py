@@ -12,6 +12,7 @@ that raises :class:`SystemExit` instead of returning a code.
 
 from __future__ import annotations
 
+import gc
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -90,7 +91,19 @@ def run_command(
     if isinstance(parsed, int):
         return parsed
     setup_logging(parsed.log_level, fmt=parsed.log_format)
+    freeze_startup_heap()
     return serve(parsed)
+
+
+def freeze_startup_heap() -> None:
+    """Move every object alive after start-up out of the garbage collector's sight.
+
+    A service imports ~87,000 long-lived objects (kubernetes-asyncio's models, nats-py,
+    OpenTelemetry); every full collection walked all of them, ~25 ms of a quiet core, and in
+    the clearance benchmark those pauses were the tail of the redispatch latency. Frozen,
+    a full collection looks only at what was allocated since (CPython's ``gc.freeze``)."""
+    gc.collect()
+    gc.freeze()
 
 
 def load_settings(

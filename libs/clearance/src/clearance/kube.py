@@ -16,8 +16,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import os
-import urllib.parse
-import urllib.request
 from collections.abc import AsyncGenerator, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
@@ -29,6 +27,7 @@ from kubernetes_asyncio import config as k8s_config
 
 from clearance import apimanners, testfaults
 from clearance.fencing import Fenced, Term
+from clearance.kubesession import distrust_environment, resolve_proxy_once
 
 JSON: Final = "application/json"
 MERGE_PATCH: Final = "application/merge-patch+json"
@@ -193,29 +192,6 @@ def user_agent(service: str, identity: str) -> str:
     return f"clearance-{service}/{release} ({identity}; pid {os.getpid()})"
 
 
-def _proxy_from_env(configuration: k8s_client.Configuration) -> None:
-    """Resolve an ``HTTPS_PROXY``/``NO_PROXY`` environment proxy for the API host once."""
-    if configuration.proxy:
-        return
-    parts = urllib.parse.urlsplit(str(configuration.host))
-    proxy = urllib.request.getproxies().get(parts.scheme)
-    if proxy and not (parts.hostname and urllib.request.proxy_bypass(parts.hostname)):
-        configuration.proxy = proxy
-
-
-def _distrust_env(api: k8s_client.ApiClient) -> None:
-    """Stop the session from reading the environment on every request.
-
-    kubernetes-asyncio builds its aiohttp session with ``trust_env=True``, which makes every
-    request look for a proxy and a ``~/.netrc`` entry in two worker threads: two thread hops
-    (and GIL hand-overs) per request, ~15 % of the tracker's CPU in a burst of LISTs. The
-    proxy is resolved once instead (:func:`_proxy_from_env`); netrc credentials never
-    applied to the API server (kubeconfig or the service account authenticate).
-    """
-    session = api.rest_client.pool_manager
-    session._trust_env = False
-
-
 class Kube:
     """An async Kubernetes client speaking raw JSON; one per service process."""
 
@@ -249,9 +225,9 @@ class Kube:
             k8s_config.load_incluster_config(  # type: ignore[no-untyped-call]
                 client_configuration=configuration
             )
-        _proxy_from_env(configuration)
+        resolve_proxy_once(configuration)
         api = k8s_client.ApiClient(configuration)
-        _distrust_env(api)
+        distrust_environment(api)
         if config.user_agent:
             api.user_agent = config.user_agent
         manners = (

@@ -12,13 +12,14 @@ import asyncio
 import json
 import logging
 import random
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 import aiohttp
 
 from kubesim.controllers.objects import Obj, key_of, rv_int
+from kubesim.storeobserver import StoreObserver
 
 __all__ = [
     "CONFIGMAPS",
@@ -306,14 +307,6 @@ def _selectors(label_selector: str | None, field_selector: str | None) -> dict[s
 
 
 Handler = Callable[[str, Obj], None]
-
-
-class StoreObserver(Protocol):
-    """Told of every change to an informer's cache, write-through included (see `observe`)."""
-
-    def replace(self, key: str, old: Obj | None, new: Obj | None) -> None: ...
-
-    def reset(self, items: Iterable[tuple[str, Obj]]) -> None: ...
 
 
 class Informer:

@@ -37,7 +37,8 @@ from clearance.bus.backoff import (
     RetryPolicy,
 )
 from clearance.bus.connection import connect, on_reconnect, shutdown
-from clearance.bus.consuming import Consumer, Decoder, Delivery, Handler, consume
+from clearance.bus.consuming import Consumer, consume
+from clearance.bus.delivery import Decoder, Delivery, Handler
 from clearance.bus.drift import StreamPlan, plan_stream
 from clearance.bus.errors import (
     BusError,

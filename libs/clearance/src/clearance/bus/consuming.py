@@ -25,9 +25,9 @@ from opentelemetry.trace import SpanKind, Status, StatusCode, Tracer
 
 from clearance import attributes
 from clearance.bus.backoff import DEFAULT_HANDLER_BACKOFF, RetryPolicy
+from clearance.bus.delivery import Decoder, Delivery, Handler
 from clearance.bus.dlq import copy_to_dlq
 from clearance.bus.errors import BusError, PublishError, Retry, StreamUnavailableError
-from clearance.bus.headers import MSG_ID
 from clearance.bus.keepalive import KeepAlive
 from clearance.bus.metrics import BusMetrics
 from clearance.bus.provisioning import ensure_consumer, ensure_stream, while_unavailable
@@ -38,31 +38,6 @@ from clearance.telemetry import extract_context
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class Delivery:
-    """What a handler knows about the message it is handling, besides the event."""
-
-    msg: Msg
-    subject: str
-    headers: Mapping[str, str]
-    stream: str
-    consumer: str
-    stream_sequence: int
-    num_delivered: int
-
-    @property
-    def msg_id(self) -> str | None:
-        return self.headers.get(MSG_ID)
-
-    @property
-    def redelivered(self) -> bool:
-        return self.num_delivered > 1
-
-
-Handler = Callable[[T, Delivery], Awaitable[None]]
-Decoder = Callable[[bytes], T]
 
 
 @dataclass
