@@ -21,7 +21,7 @@ import msgspec
 from clearance import events
 from clearance.kube import PODS, Kube
 from clearance.stack import LocalStack
-from clearance.tailing import describe
+from clearance.tailing import FOLLOW_HEARTBEAT, describe
 
 NAMESPACE = "default"
 
@@ -68,6 +68,7 @@ async def follow(
         subject,
         stream=stream,
         ordered_consumer=True,
+        idle_heartbeat=FOLLOW_HEARTBEAT,
         config=api.ConsumerConfig(deliver_policy=api.DeliverPolicy.ALL),
     )
     try:
