@@ -16,10 +16,11 @@ from typing import Any, Final
 import msgspec
 
 from clearance import labels
-from clearance.discovery import Discovery, UnknownKind
+from clearance.discovery import Discovery
 from clearance.events import ObjectRef
 from clearance.kube import Kube, KubeError, Resource
 from clearance_dispatcher.appwrapper import AppWrapperSpec
+from clearance_dispatcher.leftovers import names_by_resource
 
 
 class _Meta(msgspec.Struct):
@@ -41,14 +42,7 @@ async def delete_items(
 ) -> list[ObjectRef]:
     """Delete the items of ``attempt`` and earlier (any, when None); returns what was deleted
     or found already deleting. 404 counts as gone; 409 (the UID changed under us) as not ours."""
-    names: dict[tuple[Resource, str | None], list[str]] = {}
-    for item in spec.items:
-        try:
-            resource = await discovery.resolve(item.api_version, item.kind)
-        except UnknownKind:
-            continue
-        namespace = spec.namespace if resource.namespaced else None
-        names.setdefault((resource, namespace), []).append(item.name)
+    names = await names_by_resource(discovery, spec)
     found = await asyncio.gather(
         *(
             _read(kube, spec, resource, namespace, wanted)
@@ -71,7 +65,7 @@ async def delete_items(
                 uid=meta.uid,
             )
             doomed.append((resource, ref))
-    gone = await asyncio.gather(*(_delete(kube, resource, ref) for resource, ref in doomed))
+    gone = await asyncio.gather(*(delete_pinned(kube, resource, ref) for resource, ref in doomed))
     return [ref for (_, ref), deleted in zip(doomed, gone, strict=True) if deleted]
 
 
@@ -98,7 +92,7 @@ async def _get(kube: Kube, resource: Resource, name: str, namespace: str | None)
         raise
 
 
-async def _delete(kube: Kube, resource: Resource, ref: ObjectRef) -> bool:
+async def delete_pinned(kube: Kube, resource: Resource, ref: ObjectRef) -> bool:
     """Delete ``ref`` pinned by its UID; False if it was gone or is no longer that object."""
     try:
         await kube.delete(

@@ -29,6 +29,7 @@ from clearance.discovery import Discovery, UnknownKind
 from clearance.events import ObjectRef
 from clearance.kube import Kube, KubeError, Resource
 from clearance_dispatcher.appwrapper import AppWrapperSpec, GenericItem
+from clearance_dispatcher.deletion import delete_pinned
 
 log = logging.getLogger(__name__)
 
@@ -176,19 +177,12 @@ async def roll_back(kube: Kube, made: list[tuple[Resource, ObjectRef]]) -> None:
     """Delete ``made`` (UID preconditions, Background propagation); 404/409 count as done."""
     for resource, ref in reversed(made):
         try:
-            await kube.delete(
-                resource,
-                ref.name,
-                namespace=ref.namespace,
-                propagation_policy="Background",
-                uid=ref.uid,
-            )
+            await delete_pinned(kube, resource, ref)
         except KubeError as exc:
-            if exc.code not in (404, 409):
-                log.warning(
-                    "rollback of a created item failed",
-                    extra={"item": f"{ref.kind} {ref.name}", "error": str(exc)},
-                )
+            log.warning(
+                "rollback of a created item failed",
+                extra={"item": f"{ref.kind} {ref.name}", "error": str(exc)},
+            )
 
 
 async def _create_each(

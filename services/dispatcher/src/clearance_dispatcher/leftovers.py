@@ -154,6 +154,22 @@ async def _by_name(
     return [_OBJ.decode(raw).metadata for raw in got if raw is not None]
 
 
+async def names_by_resource(
+    discovery: Discovery, spec: AppWrapperSpec
+) -> dict[tuple[Resource, str | None], list[str]]:
+    """The item names of ``spec`` by resource and namespace (None: cluster-scoped), in item
+    order; kinds the API does not serve are left out."""
+    names: dict[tuple[Resource, str | None], list[str]] = {}
+    for item in spec.items:
+        try:
+            resource = await discovery.resolve(item.api_version, item.kind)
+        except UnknownKind:
+            continue
+        namespace = spec.namespace if resource.namespaced else None
+        names.setdefault((resource, namespace), []).append(item.name)
+    return names
+
+
 async def find_leftovers(
     kube: Kube, discovery: Discovery, spec: AppWrapperSpec, *, attempt: int
 ) -> list[Leftover]:
@@ -164,16 +180,10 @@ async def find_leftovers(
     a name's verdict taking precedence over the label's for the same object. Kinds the API
     does not serve are skipped (the creation reports them)."""
     resources: dict[str, Resource] = {PODS.path(namespace=spec.namespace): PODS}
-    names: dict[tuple[Resource, str | None], list[str]] = {}
-    for item in spec.items:
-        try:
-            resource = await discovery.resolve(item.api_version, item.kind)
-        except UnknownKind:
-            continue
-        namespace = spec.namespace if resource.namespaced else None
+    names = await names_by_resource(discovery, spec)
+    for resource, namespace in names:
         if namespace is not None:
             resources[resource.path(namespace=namespace)] = resource
-        names.setdefault((resource, namespace), []).append(item.name)
     selector = labels.selector_for(spec.name, namespace=spec.namespace)
     listed_kinds = list(resources.values())
     named, listed = await asyncio.gather(
