@@ -9,7 +9,8 @@ from tests.dispatcher.unit_support import appwrapper_raw
 
 from clearance import labels
 from clearance_dispatcher.appwrapper import AppWrapperSpec, parse_appwrapper
-from clearance_dispatcher.leftovers import _Meta, judge
+from clearance_dispatcher.leftovers import ObjectMeta as _Meta
+from clearance_dispatcher.leftovers import judge
 
 
 def _spec() -> AppWrapperSpec:

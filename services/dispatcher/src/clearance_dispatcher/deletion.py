@@ -11,30 +11,18 @@ LIST and eight DELETEs in one round trip, instead of sixteen requests one after 
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Final
-
-import msgspec
 
 from clearance import labels
 from clearance.discovery import Discovery
 from clearance.events import ObjectRef
 from clearance.kube import Kube, KubeError, Resource
 from clearance_dispatcher.appwrapper import AppWrapperSpec
-from clearance_dispatcher.leftovers import names_by_resource
-
-
-class _Meta(msgspec.Struct):
-    name: str = ""
-    uid: str = ""
-    labels: dict[str, str] = msgspec.field(default_factory=dict)
-    ownerReferences: list[dict[str, Any]] = msgspec.field(default_factory=list)  # wire name
-
-
-class _Obj(msgspec.Struct):
-    metadata: _Meta = msgspec.field(default_factory=_Meta)
-
-
-_OBJ: Final = msgspec.json.Decoder(_Obj)
+from clearance_dispatcher.leftovers import (
+    ObjectMeta,
+    decode_meta,
+    get_if_present,
+    names_by_resource,
+)
 
 
 async def delete_items(
@@ -71,25 +59,19 @@ async def delete_items(
 
 async def _read(
     kube: Kube, spec: AppWrapperSpec, resource: Resource, namespace: str | None, wanted: list[str]
-) -> list[_Meta]:
+) -> list[ObjectMeta]:
     """The objects of ``resource`` under the ``wanted`` names that exist, in item order."""
     selector = labels.selector_for(spec.name, namespace=spec.namespace)
     listed = await kube.list(resource, namespace=namespace, label_selector=selector)
-    by_name = {m.name: m for m in (_OBJ.decode(raw).metadata for raw in listed.items)}
+    by_name = {m.name: m for m in (decode_meta(raw) for raw in listed.items)}
     missing = [name for name in wanted if name not in by_name]
-    for meta in await asyncio.gather(*(_get(kube, resource, n, namespace) for n in missing)):
-        if meta is not None:
+    for raw in await asyncio.gather(
+        *(get_if_present(kube, resource, n, namespace) for n in missing)
+    ):
+        if raw is not None:
+            meta = decode_meta(raw)
             by_name[meta.name] = meta
     return [by_name[name] for name in dict.fromkeys(wanted) if name in by_name]
-
-
-async def _get(kube: Kube, resource: Resource, name: str, namespace: str | None) -> _Meta | None:
-    try:
-        return _OBJ.decode(await kube.get(resource, name, namespace=namespace)).metadata
-    except KubeError as exc:
-        if exc.not_found:
-            return None
-        raise
 
 
 async def delete_pinned(kube: Kube, resource: Resource, ref: ObjectRef) -> bool:

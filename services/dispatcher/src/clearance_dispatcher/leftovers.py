@@ -28,7 +28,7 @@ from clearance.timestamps import parse_time
 from clearance_dispatcher.appwrapper import AppWrapperSpec
 
 
-class _Meta(msgspec.Struct):
+class ObjectMeta(msgspec.Struct):
     name: str = ""
     namespace: str | None = None
     uid: str = ""
@@ -40,10 +40,15 @@ class _Meta(msgspec.Struct):
 
 
 class _Obj(msgspec.Struct):
-    metadata: _Meta = msgspec.field(default_factory=_Meta)
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
 
 
 _OBJ: Final = msgspec.json.Decoder(_Obj)
+
+
+def decode_meta(raw: bytes | msgspec.Raw) -> ObjectMeta:
+    """The metadata the leftover rules (and the teardown's reads) decide on."""
+    return _OBJ.decode(raw).metadata
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +65,7 @@ class Leftover:
         return f"{self.ref.kind} {self.ref.name}: {self.diagnosis}"
 
 
-def _incarnation(meta: _Meta) -> str | None:
+def _incarnation(meta: ObjectMeta) -> str | None:
     stamped = labels.incarnation_of(meta.labels)
     if stamped is not None:
         return stamped
@@ -70,7 +75,7 @@ def _incarnation(meta: _Meta) -> str | None:
     return None
 
 
-def _state(meta: _Meta) -> str:
+def _state(meta: ObjectMeta) -> str:
     if meta.deletionTimestamp:
         held = f", held by finalizers {', '.join(meta.finalizers)}" if meta.finalizers else ""
         return f"being deleted since {meta.deletionTimestamp}{held}"
@@ -78,7 +83,7 @@ def _state(meta: _Meta) -> str:
 
 
 def judge(
-    meta: _Meta, *, spec: AppWrapperSpec, attempt: int, by_name: bool
+    meta: ObjectMeta, *, spec: AppWrapperSpec, attempt: int, by_name: bool
 ) -> tuple[str | None, str] | None:
     """``(incarnation, diagnosis)`` if ``meta`` holds ``attempt`` of ``spec`` back, else None.
 
@@ -111,7 +116,7 @@ def judge(
     return None, f"not created by Clearance for this AppWrapper, {_state(meta)}"
 
 
-def _leftover(resource: Resource, meta: _Meta, verdict: tuple[str | None, str]) -> Leftover:
+def _leftover(resource: Resource, meta: ObjectMeta, verdict: tuple[str | None, str]) -> Leftover:
     return Leftover(
         ref=ObjectRef(
             kind=resource.kind,
@@ -144,14 +149,14 @@ dispatch and rolls back what the attempt created."""
 
 async def _by_name(
     kube: Kube, resource: Resource, names: list[str], *, namespace: str | None
-) -> list[_Meta]:
+) -> list[ObjectMeta]:
     """The objects of ``resource`` under ``names`` that exist (quorum reads)."""
     if namespace is not None and len(names) > GETS_PER_KIND:
         wanted = set(names)
         listed = await kube.list(resource, namespace=namespace, label_selector=NO_APPWRAPPER)
-        return [m for m in (_OBJ.decode(raw).metadata for raw in listed.items) if m.name in wanted]
-    got = await asyncio.gather(*(_get(kube, resource, name, namespace) for name in names))
-    return [_OBJ.decode(raw).metadata for raw in got if raw is not None]
+        return [m for m in (decode_meta(raw) for raw in listed.items) if m.name in wanted]
+    got = await asyncio.gather(*(get_if_present(kube, resource, name, namespace) for name in names))
+    return [decode_meta(raw) for raw in got if raw is not None]
 
 
 async def names_by_resource(
@@ -214,7 +219,7 @@ async def find_leftovers(
     for resource, page in zip(listed_kinds, listed, strict=True):
         path = resource.path(namespace=spec.namespace)
         for item_raw in page.items:
-            meta = _OBJ.decode(item_raw).metadata
+            meta = decode_meta(item_raw)
             if meta.uid in found:
                 continue
             under_a_name = (path, meta.name) in named_paths
@@ -224,7 +229,9 @@ async def find_leftovers(
     return list(found.values())
 
 
-async def _get(kube: Kube, resource: Resource, name: str, namespace: str | None) -> bytes | None:
+async def get_if_present(
+    kube: Kube, resource: Resource, name: str, namespace: str | None
+) -> bytes | None:
     """The object under ``name`` (None: there is none)."""
     try:
         return await kube.get(resource, name, namespace=namespace)
