@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator
+from functools import partial
 
 import msgspec
 import nats.errors
@@ -48,7 +49,8 @@ async def nc(nats_cluster: NatsCluster) -> AsyncIterator[NatsClient]:
 @pytest.fixture
 async def js(nc: NatsClient) -> JetStreamContext:
     js = nc.jetstream(timeout=2)
-    await bus.ensure_stream(js, STREAM)
+    # a freshly formed cluster under load may not answer the first create within the timeout
+    await bus.while_unavailable(partial(bus.ensure_stream, js, STREAM), STREAM.name, LOSS_DEADLINE)
     return js
 
 
@@ -124,7 +126,8 @@ async def test_a_durable_consumer_resumes_on_the_new_leader(
 async def test_kv_compare_and_set_holds_across_the_loss(
     nats_cluster: NatsCluster, js: JetStreamContext
 ) -> None:
-    kv = await bus.ensure_kv(js, bus.KvSpec("ha-loss", replicas=3))
+    spec = bus.KvSpec("ha-loss", replicas=3)
+    kv = await bus.while_unavailable(partial(bus.ensure_kv, js, spec), spec.bucket, LOSS_DEADLINE)
     first = await kv.create("record", b"v1")
     await asyncio.to_thread(kill_leader, nats_cluster, "KV_ha-loss")
     async with asyncio.timeout(LOSS_DEADLINE):

@@ -66,6 +66,7 @@ from clearance.bus.provisioning import (
     ensure_stream,
     ensure_topology,
     find_stream,
+    while_unavailable,
 )
 from clearance.bus.publishing import EventPublisher, publish, publish_event
 from clearance.bus.topology import (
@@ -127,4 +128,5 @@ __all__ = [
     "shutdown",
     "stream_spec",
     "subject_matches",
+    "while_unavailable",
 ]

@@ -13,7 +13,7 @@ import weakref
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 from functools import partial
-from typing import Final
+from typing import Final, TypeVar
 
 import nats.errors
 import nats.js.errors
@@ -25,6 +25,8 @@ from clearance.bus.drift import StreamPlan, plan_stream
 from clearance.bus.errors import ConsumerDriftError, StreamUnavailableError
 from clearance.bus.placement import note_placement
 from clearance.bus.topology import ConsumerSpec, KvSpec, StreamSpec, default_streams
+
+T = TypeVar("T")
 
 log = logging.getLogger(__name__)
 
@@ -214,16 +216,16 @@ async def ensure_topology(
 
 
 async def while_unavailable(
-    step: Callable[[], Awaitable[object]], name: str, unavailable_for: float
-) -> None:
+    step: Callable[[], Awaitable[T]], name: str, unavailable_for: float
+) -> T:
     """Run ``step`` (provisioning of ``name``) again while its stream has no leader, with
-    backoff, for at most ``unavailable_for`` seconds; then the last error is raised."""
+    backoff, for at most ``unavailable_for`` seconds, and return what it returns; then the
+    last error is raised."""
     deadline = time.monotonic() + unavailable_for
     pause = 0.1
     while True:
         try:
-            await step()
-            return
+            return await step()
         except (StreamUnavailableError, *_UNAVAILABLE) as exc:
             if time.monotonic() + pause > deadline:
                 raise
