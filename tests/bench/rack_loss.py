@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
+import pickle
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -148,7 +149,17 @@ class _Status(msgspec.Struct):
     phase: str = ""
 
 
+class _Meta(msgspec.Struct, rename="camel"):
+    deletion_timestamp: str | None = None
+
+
+class _Spec(msgspec.Struct, rename="camel"):
+    node_name: str = ""
+
+
 class _Pod(msgspec.Struct):
+    metadata: _Meta = msgspec.field(default_factory=_Meta)
+    spec: _Spec = msgspec.field(default_factory=_Spec)
     status: _Status = msgspec.field(default_factory=_Status)
 
 
@@ -156,9 +167,28 @@ class _PodList(msgspec.Struct):
     items: list[_Pod]
 
 
-async def _running_pods(kube: Kube) -> int:
+async def _list_pods(kube: Kube) -> list[_Pod]:
     raw = await kube.request("GET", f"/api/v1/namespaces/{NAMESPACE}/pods")
-    return sum(p.status.phase == "Running" for p in msgspec.json.decode(raw, type=_PodList).items)
+    return msgspec.json.decode(raw, type=_PodList).items
+
+
+async def _running_pods(kube: Kube) -> int:
+    return sum(p.status.phase == "Running" for p in await _list_pods(kube))
+
+
+async def _back_to_strength(kube: Kube, *, total: int, lost: set[str]) -> bool:
+    """Exactly ``total`` pods, each Running on a surviving node and none Terminating: every
+    gang the loss hit is back (not merely quiet: a gang whose pods the node controller
+    evicts late is requeued only a requeuing wait later)."""
+    pods = await _list_pods(kube)
+    healthy = [
+        p
+        for p in pods
+        if p.status.phase == "Running"
+        and p.metadata.deletion_timestamp is None
+        and p.spec.node_name not in lost
+    ]
+    return len(pods) == len(healthy) == total
 
 
 async def _post(http: aiohttp.ClientSession, url: str, body: Any = None) -> Any:
@@ -203,6 +233,23 @@ def _settled(follower: CycleFollower, quiet: float) -> bool:
     if not torn or not torn <= back:
         return False
     return time.time() - max(s.arrived for s in follower.seen) > quiet
+
+
+async def _wait_settled(
+    kube: Kube, follower: CycleFollower, *, total: int, lost: set[str], timeout: float
+) -> bool:
+    """Until every torn-down gang is back, the cycle stream is quiet and every gang runs at
+    full strength on the surviving nodes (False: not within ``timeout``)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0 or not await follower.wait_until(
+            lambda: _settled(follower, quiet=3.0), timeout=remaining
+        ):
+            return False
+        if await _back_to_strength(kube, total=total, lost=lost):
+            return True
+        await asyncio.sleep(2.0)
 
 
 async def run(config: RackConfig) -> dict[str, Any]:
@@ -279,8 +326,8 @@ async def run(config: RackConfig) -> dict[str, Any]:
                 *(_post(http, f"{stack.kubesim_url}/kubesim/v1/nodes/{n}/lose") for n in names)
             )
             progress(f"rack: {config.lost} nodes lost; waiting for every gang to come back")
-            settled = await follower.wait_until(
-                lambda: _settled(follower, quiet=3.0), timeout=config.settle_timeout
+            settled = await _wait_settled(
+                kube, follower, total=total, lost=set(names), timeout=config.settle_timeout
             )
             ended_at = time.time()
             storm = await sampler.stop()
@@ -298,6 +345,12 @@ async def run(config: RackConfig) -> dict[str, Any]:
             await kube.close()
             await _close(nc)
         progress("rack: stopping the stack")
+    # the raw inputs of the verdict, for reading one slow gang's timeline afterwards
+    with (workdir / "raw.pickle").open("wb") as raw:
+        pickle.dump(
+            {"writes": writes, "cycle": cycle, "requests": requests, "window": (lost_at, ended_at)},
+            raw,
+        )
     verdict = judge(
         writes=writes,
         cycle=cycle,

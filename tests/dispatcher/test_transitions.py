@@ -66,6 +66,20 @@ def test_a_teardown_decision_records_the_attempt_torn_down_and_opens_its_cycle()
     )
 
 
+def test_a_teardown_decision_writes_the_counts_it_was_taken_on_in_the_same_patch() -> None:
+    obs = Observed(
+        clearance=ClearanceStatus(phase="Dispatched", attempt=1),
+        counts={"pending": 0, "running": 8, "Succeeded": 0, "failed": 0},
+    )
+    counts = Counts(pending=0, running=5, terminating=3)
+    patch = tr.start_teardown(
+        obs, attempt=1, decision=REQUEUE, cycle_traceparent=TRACEPARENT, counts=counts, now=T0
+    )
+    assert patch is not None and patch.clearance is not None
+    assert patch.status["running"] == 5 and "pending" not in patch.status
+    assert patch.clearance.terminating == 3 and patch.clearance.phase == "TearingDown"
+
+
 def test_a_failed_redispatch_keeps_the_open_cycle_of_the_attempt_before() -> None:
     obs = _obs(
         phase="Dispatching",

@@ -1,4 +1,4 @@
-"""The work queue's two lanes: first looks are served before (and beside) dispatches."""
+"""The work queue's lanes: first looks before (and beside) dispatches, then the rest."""
 
 from __future__ import annotations
 
@@ -71,3 +71,39 @@ async def test_a_cancelled_woken_getter_passes_the_key_on() -> None:
     queue.add("k")  # wakes the first getter
     first.cancel()
     assert await asyncio.wait_for(second, 1) == "k"
+
+
+async def test_a_soon_key_is_served_after_urgent_ones_and_before_normal_ones() -> None:
+    queue: WorkQueue[str] = WorkQueue(
+        urgent=lambda key: key == "bad", soon=lambda key: key.startswith("cleared")
+    )
+    for key in ("teardown-1", "cleared-1", "teardown-2", "bad", "cleared-2"):
+        queue.add(key)
+    assert [await queue.get() for _ in range(5)] == [
+        "bad",
+        "cleared-1",
+        "cleared-2",
+        "teardown-1",
+        "teardown-2",
+    ]
+
+
+async def test_a_normal_key_moves_to_the_soon_lane_when_it_becomes_soon() -> None:
+    soon: set[str] = set()
+    queue: WorkQueue[str] = WorkQueue(soon=lambda key: key in soon)
+    queue.add("a")
+    queue.add("b")
+    soon.add("b")
+    queue.add("b")
+    assert len(queue) == 2
+    assert [await queue.get(), await queue.get()] == ["b", "a"]
+
+
+async def test_an_urgent_only_getter_never_takes_a_soon_key() -> None:
+    queue: WorkQueue[str] = WorkQueue(soon=lambda key: True)
+    waiting = asyncio.create_task(queue.get(urgent_only=True))
+    queue.add("cleared")
+    await asyncio.sleep(0)
+    assert not waiting.done()
+    assert await queue.get() == "cleared"
+    waiting.cancel()

@@ -88,7 +88,7 @@ class Runtime:
         self.aw_resource = Resource(group, version, "appwrappers", "AppWrapper")
         self.aw_api_version = f"{group}/{version}"
         self.state = ClusterState(storage=self.storage)
-        self.queue: WorkQueue[Key] = WorkQueue(urgent=self._first_look)
+        self.queue: WorkQueue[Key] = WorkQueue(urgent=self._first_look, soon=self._dispatching)
         self.discovery = Discovery(kube, ttl=settings.discovery_ttl)
         self.synced = asyncio.Event()
         self.scan_wake = asyncio.Event()
@@ -101,6 +101,11 @@ class Runtime:
         """The work queue's lane rule: first looks go to the urgent lane (triage)."""
         entry = self.state.appwrappers.get(key)
         return entry is not None and triage.first_look(entry)
+
+    def _dispatching(self, key: Key) -> bool:
+        """The work queue's middle lane: dispatches (triage)."""
+        entry = self.state.appwrappers.get(key)
+        return entry is not None and triage.dispatching(entry)
 
     def now(self) -> datetime:
         return self.clock()

@@ -160,13 +160,8 @@ def fail_creation(
     )
 
 
-def record_counts(
-    obs: Observed, *, attempt: int, counts: Counts, min_available: int, now: datetime
-) -> Patch | None:
-    """Pod counts of the dispatched ``attempt``; ``Running`` once enough pods run."""
-    cl = obs.clearance
-    if cl.phase != "Dispatched" or cl.attempt != attempt:
-        return None
+def changed_counts(obs: Observed, counts: Counts) -> dict[str, Any]:
+    """The MCAD count fields of ``status`` that ``counts`` changes."""
     status: dict[str, Any] = {}
     for name, value in (
         ("pending", counts.pending),
@@ -176,6 +171,17 @@ def record_counts(
     ):
         if obs.counts.get(name) != value:
             status[name] = value
+    return status
+
+
+def record_counts(
+    obs: Observed, *, attempt: int, counts: Counts, min_available: int, now: datetime
+) -> Patch | None:
+    """Pod counts of the dispatched ``attempt``; ``Running`` once enough pods run."""
+    cl = obs.clearance
+    if cl.phase != "Dispatched" or cl.attempt != attempt:
+        return None
+    status = changed_counts(obs, counts)
     conditions: dict[str, ConditionChange] = {}
     running = obs.condition("Running") or {}
     if enough(counts, min_available) and running.get("status") != "True":
@@ -232,12 +238,16 @@ def start_teardown(
     attempt: int,
     decision: Requeue | Fail,
     cycle_traceparent: str | None,
+    counts: Counts | None = None,
     now: datetime,
 ) -> Patch | None:
-    """The monitor's requeue (or fail) of ``attempt``: a requeue cycle opens, deletions follow."""
+    """The monitor's requeue (or fail) of ``attempt``: a requeue cycle opens, deletions follow.
+    ``counts`` (those the decision was taken on) are written in the same patch."""
     cl = obs.clearance
     if cl.phase != "Dispatched" or cl.attempt != attempt:
         return None
+    if counts is not None:
+        cl = cl.with_terminating(counts.terminating)
     reason, message = decision.reason, decision.message
     conditions: dict[str, ConditionChange] = {
         "AwaitingDeletion": (
@@ -249,6 +259,8 @@ def start_teardown(
         "Dispatched": (False, reason, message),
     }
     status: dict[str, Any] = {"isdispatched": False, "message": message[:MESSAGE_LIMIT]}
+    if counts is not None:
+        status.update(changed_counts(obs, counts))
     if isinstance(decision, Requeue):
         status.update(
             state="Pending",

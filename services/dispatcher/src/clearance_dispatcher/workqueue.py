@@ -4,12 +4,15 @@ Adding a key that is already queued is a no-op; adding a key that is being proce
 dirty so it is processed once more afterwards (no change is lost, none is handled in parallel).
 ``add_after`` keeps only the earliest pending timer per key.
 
-Two lanes: a key the ``urgent`` predicate picks (asked at every add) goes to the urgent lane,
-which every worker serves first and which :meth:`WorkQueue.get` with ``urgent_only`` serves
-alone. The dispatcher's first looks (refusing an invalid spec, queueing a new AppWrapper) go
-there, so they never wait behind dispatches of large AppWrappers (issue 13: a burst of 20
-generated AppWrappers left every invalid one without a condition for 16 s). A key already
-queued in the normal lane moves to the urgent one when it becomes urgent.
+Three lanes, served in order. A key the ``urgent`` predicate picks (asked at every add) goes to
+the urgent lane, which every worker serves first and which :meth:`WorkQueue.get` with
+``urgent_only`` serves alone. The dispatcher's first looks (refusing an invalid spec, queueing a
+new AppWrapper) go there, so they never wait behind dispatches of large AppWrappers (issue 13: a
+burst of 20 generated AppWrappers left every invalid one without a condition for 16 s). A key
+the ``soon`` predicate picks goes to the middle lane, served before the normal one: the
+dispatcher's dispatches, so a gang whose teardown is confirmed is not redispatched only after
+every teardown a rack loss queued meanwhile (issue 16). A key already queued moves to a more
+urgent lane when it becomes more urgent; it never moves back.
 """
 
 from __future__ import annotations
@@ -21,14 +24,23 @@ from typing import Generic, TypeVar
 
 K = TypeVar("K", bound=Hashable)
 
+URGENT, SOON, NORMAL = 0, 1, 2
+"""The lanes, by index: served in this order."""
+
 
 class WorkQueue(Generic[K]):
-    def __init__(self, *, urgent: Callable[[K], bool] | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        urgent: Callable[[K], bool] | None = None,
+        soon: Callable[[K], bool] | None = None,
+    ) -> None:
         self._urgent_of = urgent or (lambda key: False)
-        self._urgent: deque[K] = deque()
-        self._normal: deque[K] = deque()
-        self._queued: dict[K, bool] = {}
-        """Queued keys → in the urgent lane."""
+        self._soon_of = soon or (lambda key: False)
+        self._lanes: tuple[deque[K], deque[K], deque[K]] = (deque(), deque(), deque())
+        """Urgent, soon, normal."""
+        self._queued: dict[K, int] = {}
+        """Queued keys → the index of their lane."""
         self._processing: set[K] = set()
         self._dirty: set[K] = set()
         self._timers: dict[K, asyncio.TimerHandle] = {}
@@ -42,18 +54,23 @@ class WorkQueue(Generic[K]):
         if key in self._processing:
             self._dirty.add(key)
             return
-        urgent = self._urgent_of(key)
-        lane = self._queued.get(key)
-        if lane is not None:
-            if urgent and not lane:  # promote
-                self._normal.remove(key)
-                self._urgent.append(key)
-                self._queued[key] = True
-                self._wake(urgent=True)
+        lane = self._lane_of(key)
+        queued = self._queued.get(key)
+        if queued is not None:
+            if lane < queued:  # promote
+                self._lanes[queued].remove(key)
+                self._lanes[lane].append(key)
+                self._queued[key] = lane
+                self._wake(urgent=lane == URGENT)
             return
-        self._queued[key] = urgent
-        (self._urgent if urgent else self._normal).append(key)
-        self._wake(urgent=urgent)
+        self._queued[key] = lane
+        self._lanes[lane].append(key)
+        self._wake(urgent=lane == URGENT)
+
+    def _lane_of(self, key: K) -> int:
+        if self._urgent_of(key):
+            return URGENT
+        return SOON if self._soon_of(key) else NORMAL
 
     def _wake(self, *, urgent: bool) -> None:
         """Wake one blocked getter able to take a key of this lane (urgent-only ones first
@@ -73,9 +90,9 @@ class WorkQueue(Generic[K]):
 
     def _pass_on(self) -> None:
         """A woken getter went away: wake another for what is still queued."""
-        if self._urgent:
+        if self._lanes[URGENT]:
             self._wake(urgent=True)
-        elif self._normal:
+        elif len(self._queued):
             self._wake(urgent=False)
 
     def add_after(self, key: K, delay: float) -> None:
@@ -96,14 +113,14 @@ class WorkQueue(Generic[K]):
         self.add(key)
 
     def _pop(self, *, urgent_only: bool) -> K | None:
-        if self._urgent:
-            return self._urgent.popleft()
-        if not urgent_only and self._normal:
-            return self._normal.popleft()
+        for lane in self._lanes[: 1 if urgent_only else None]:
+            if lane:
+                return lane.popleft()
         return None
 
     async def get(self, *, urgent_only: bool = False) -> K:
-        """The next key (urgent lane first); ``urgent_only``: from the urgent lane alone."""
+        """The next key (urgent lane first, then soon, then normal); ``urgent_only``: from the
+        urgent lane alone."""
         while (key := self._pop(urgent_only=urgent_only)) is None:
             waiter = (urgent_only, asyncio.get_running_loop().create_future())
             self._waiters.append(waiter)

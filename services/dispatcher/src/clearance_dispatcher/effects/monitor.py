@@ -5,7 +5,9 @@ at most once per ``counts_write_interval``); items with a
 ``completionstatus`` are polled every ``monitor_interval`` (GET of each item) and all complete
 → ``complete``. The verdict is :func:`clearance_dispatcher.requeueing.decide` (pure); a verdict
 other than Keep is never taken on cached counts alone: the pods are re-counted from a quorum LIST
-first, and only then handed to :class:`~clearance_dispatcher.effects.teardown.Teardown`.
+first, and only then handed to :class:`~clearance_dispatcher.effects.teardown.Teardown`, whose
+``start_teardown`` write carries those counts (no separate counts write before it: a rack loss
+requeues hundreds of gangs at once, and every write is a request against the API's rate).
 """
 
 from __future__ import annotations
@@ -44,7 +46,6 @@ class Monitor:
         obs = entry.observed
         attempt = obs.clearance.attempt
         counts = rt.state.counts(key, attempt)
-        await self._record(key, entry, spec, counts, attempt)
         if spec.completion_items and await self._completed(entry, spec):
             await self._complete(key, entry, spec, attempt)
             return
@@ -84,8 +85,11 @@ class Monitor:
                     },
                 )
                 counts = fresh
-                await self._record(key, entry, spec, counts, attempt, at_once=True)
                 decision = verdict(counts)
+            if isinstance(decision, Keep):
+                await self._record(key, entry, spec, counts, attempt, at_once=True)
+        else:
+            await self._record(key, entry, spec, counts, attempt)
         if isinstance(decision, Keep):
             next_check = rt.settings.monitor_interval if spec.completion_items else None
             if decision.recheck_at is not None:

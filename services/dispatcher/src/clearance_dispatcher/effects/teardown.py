@@ -62,7 +62,12 @@ class Teardown:
             written = await rt.write(
                 key,
                 lambda obs: transitions.start_teardown(
-                    obs, attempt=attempt, decision=decision, cycle_traceparent=traceparent, now=now
+                    obs,
+                    attempt=attempt,
+                    decision=decision,
+                    cycle_traceparent=traceparent,
+                    counts=counts,
+                    now=now,
                 ),
             )
         except BaseException:
