@@ -78,7 +78,10 @@ def targets(r: dict[str, Any] | None, add: Any, strict: dict[str, Any] | None = 
     if not strict or "error" in strict or "setup_requests" in strict:
         return
     sc = strict.get("config", {})
-    where = f"rack loss, server at {sc.get('server_qps')}/s per client"
+    where = (
+        f"rack loss at {sc.get('nodes')} nodes x {sc.get('appwrappers')} gangs, server at "
+        f"{sc.get('server_qps')}/s per client"
+    )
     _manners(strict, add, key="rack_rate_429", what=where, need_429s=True)
     add(
         "rack_redispatch_429",

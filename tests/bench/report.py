@@ -502,9 +502,10 @@ def _method() -> list[str]:
         "gangs of bare pods running, half the nodes lost at once, the evicted pods held past "
         "every gang's force deadline; judged from kubesim's write and request logs and the "
         "JetStream store times (tests/bench/rack_analysis.py). The judged run grants each "
-        "service the rate it is configured for; **7** runs the same storm against a server "
-        "granting half of it when the judged storm met no 429 (a small one), to show the "
-        "services wait out every 429.",
+        "service the rate it is configured for; **7** runs a storm at the --quick size "
+        "(16 nodes, 100 gangs) against a server granting half of it when the judged storm "
+        "met no 429, to show the services wait out every 429. The storm ends when every gang "
+        "runs at full strength on the surviving nodes.",
         "",
     ]
 

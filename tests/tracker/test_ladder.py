@@ -163,3 +163,20 @@ async def test_an_int64_max_deadline_neither_stalls_the_teardown_nor_alerts(stac
     record = await stack.record(event)
     assert record is not None and record.deadlines["stuck_alert"] > event.occurred_at
     assert not stack.recorder.of("alert.deletion.stuck", aw="huge")
+
+
+async def test_a_force_deletion_is_due_at_its_deadline_not_at_the_next_scan(stack: Stack) -> None:
+    # The scan (the timer of record) runs at start and then only every 30 s: the steps at 1 s
+    # and 2 s come from the record's alarm.
+    await stack.start_tracker(CLEARANCE_SCAN_INTERVAL="30s")
+    stuck = await stack.create_pod("late-w-0", aw="late", node="node-1")
+    await stack.wait_pod_running("late-w-0")
+    stack.cluster.lose_node("node-1")
+    await stack.delete_pod("late-w-0")
+    started = await stack.start_teardown("late", inventory=[stuck], policy=FAST)
+
+    await stack.cleared("late", timeout=15)
+    [forced] = stack.recorder.of("cycle.deletion.forced", aw="late")
+    assert isinstance(forced.event, CycleDeletionForced)
+    late = (forced.event.occurred_at - started.occurred_at).total_seconds() - 2
+    assert 0 <= late < 1.5, late

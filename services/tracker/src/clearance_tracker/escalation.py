@@ -195,6 +195,21 @@ def periodic_verification_at(record: Teardown, timing: Timing) -> datetime:
     return min(max(due, quiet), after(record.last_verified_at, 2 * timing.verify_interval))
 
 
+def next_step_at(record: Teardown, *, me: str, timing: Timing) -> datetime | None:
+    """When the next ladder step of this record falls due (None: no step left)."""
+    if record.cleared:
+        return None
+    for step in STEPS:
+        when = deadline(record, step, timing)
+        if when is None or record.step_done(step):
+            continue
+        state = record.steps.get(step)
+        if state is not None and state.claimed_by != me:
+            when = max(when, after(state.claimed_at, timing.claim_timeout))
+        return when
+    return None
+
+
 def next_wakeup(record: Teardown, *, now: datetime, me: str, timing: Timing) -> datetime | None:
     """The earliest moment something may be due for this record (for scheduling)."""
     if record.cleared:
@@ -204,15 +219,9 @@ def next_wakeup(record: Teardown, *, now: datetime, me: str, timing: Timing) -> 
         moments.append(now)
     else:
         moments.append(periodic_verification_at(record, timing))
-    for step in STEPS:
-        when = deadline(record, step, timing)
-        if when is None or record.step_done(step):
-            continue
-        state = record.steps.get(step)
-        if state is not None and state.claimed_by != me:
-            when = max(when, after(state.claimed_at, timing.claim_timeout))
-        moments.append(when)
-        break
+    step_at = next_step_at(record, me=me, timing=timing)
+    if step_at is not None:
+        moments.append(step_at)
     return min(moments)
 
 

@@ -4,10 +4,12 @@ This module owns the replica's life (start, ready, stop) and the one loop that t
 record into work: an evaluation (at most one at a time per record, coalesced when poked
 again meanwhile) asks :func:`~.escalation.next_work` what is due and does it — verify
 (:mod:`.verification`), publish `cleared` (:mod:`.reporting`, then mark it published with
-CAS), or run a ladder step (:mod:`.ladder`). A scan every `scan_interval` is the only timer:
-it deletes records past their retention, takes over records of dead owners
-(:mod:`.ownership`), pokes owned records with something due and sets the gauges. Timers are
-kept nowhere but in the records, so they survive restarts and hand-overs by construction.
+CAS), or run a ladder step (:mod:`.ladder`). A scan every `scan_interval` is the timer of
+record: it deletes records past their retention, takes over records of dead owners
+(:mod:`.ownership`), pokes owned records with something due and sets the gauges. Deadlines are
+kept nowhere but in the records, so they survive restarts and hand-overs by construction; an
+in-memory alarm per owned record only rings at its next ladder deadline so the step does not
+wait for the next scan.
 The rest lives in the parts: the record (:mod:`.teardown`), the bucket (:mod:`.store`), the
 view (:mod:`.view`), writes (:mod:`.commits`), reads (:mod:`.reads`) and the handlers
 (:mod:`.handlers`).
@@ -33,7 +35,13 @@ from clearance.kube import Kube
 from clearance_tracker.commits import RecordWriter
 from clearance_tracker.confirmation import Confirmation
 from clearance_tracker.diagnosis import CAUSE_NAMES, count_causes
-from clearance_tracker.escalation import Timing, due_step, next_work, stuck_objects_count
+from clearance_tracker.escalation import (
+    Timing,
+    due_step,
+    next_step_at,
+    next_work,
+    stuck_objects_count,
+)
 from clearance_tracker.handlers import Handlers
 from clearance_tracker.ladder import Ladder
 from clearance_tracker.metrics import TrackerMetrics
@@ -47,6 +55,9 @@ from clearance_tracker.verification import Verifier
 from clearance_tracker.view import TeardownView
 
 log = logging.getLogger(__name__)
+
+ALARM_SLACK = 0.005
+"""Seconds an alarm rings after its deadline, so the clock has passed it when it is read."""
 
 
 SCAN_SLICE = 256
@@ -149,6 +160,8 @@ class Tracker:
         self._tasks: list[asyncio.Task[None]] = []
         self._workers: set[asyncio.Task[None]] = set()
         self._stopping = asyncio.Event()
+        self._alarms: dict[str, asyncio.TimerHandle] = {}
+        """Owned records → a wake-up at their next ladder deadline (see :meth:`_arm`)."""
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -169,6 +182,9 @@ class Tracker:
         this replica's open teardowns at once instead of after ``owner_timeout``.
         """
         self._stopping.set()
+        for alarm in self._alarms.values():
+            alarm.cancel()
+        self._alarms.clear()
         tasks = [*self._tasks, *([self.view.task] if self.view.task is not None else [])]
         for task in tasks:
             task.cancel()
@@ -197,6 +213,7 @@ class Tracker:
 
     def _on_record(self, version: Versioned) -> None:
         record = version.record
+        self._arm(record)
         if record.owner == self.me and self._needs_attention(record, self.now()):
             if self._periodic_only(record, self.now()):
                 return  # periodic re-checks are started by the scan, within verify_rate
@@ -212,7 +229,35 @@ class Tracker:
             and due_step(record, now=now, me=self.me, timing=self.timing) is None
         )
 
+    def _arm(self, record: Teardown) -> None:
+        """Wake up at the record's next ladder deadline (a force deletion is due the moment
+        its deadline passes, not up to a ``scan_interval`` later: in a rack loss that was
+        ~0.5 s of every gang's redispatch). The deadline itself lives in the record, and
+        the scan still finds it after a restart or a hand-over: this alarm only saves the
+        wait for the next scan."""
+        alarm = self._alarms.pop(record.key, None)
+        if alarm is not None:
+            alarm.cancel()
+        if record.owner != self.me or record.cleared or self._stopping.is_set():
+            return
+        when = next_step_at(record, me=self.me, timing=self.timing)
+        if when is None:
+            return
+        delay = (when - self.now()).total_seconds()
+        if delay <= 0:
+            return  # due now: the caller pokes it
+        loop = asyncio.get_running_loop()
+        self._alarms[record.key] = loop.call_later(delay + ALARM_SLACK, self._ring, record.key)
+
+    def _ring(self, key: str) -> None:
+        self._alarms.pop(key, None)
+        if self._owned_open(key):
+            self.poke(key)
+
     def _on_forget(self, key: str) -> None:
+        alarm = self._alarms.pop(key, None)
+        if alarm is not None:
+            alarm.cancel()
         self._evaluation_locks.pop(key, None)
         self.writer.forget(key)
 
