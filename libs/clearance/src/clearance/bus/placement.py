@@ -39,9 +39,13 @@ def note_placement(info: api.StreamInfo) -> None:
             },
         )
     elif _LEADERS[name] != leader:
-        log.warning(
-            "stream leader changed",
-            extra={"stream": name, "leader": leader, "previous_leader": _LEADERS[name]},
+        previous = _LEADERS[name]
+        # A leader appearing where none was known (a stream just created, the first info of a
+        # fresh connection) is news, not trouble; a known leader replaced is a fail-over.
+        log.log(
+            logging.INFO if previous is None else logging.WARNING,
+            "stream leader elected" if previous is None else "stream leader changed",
+            extra={"stream": name, "leader": leader, "previous_leader": previous},
         )
     _LEADERS[name] = leader
 
