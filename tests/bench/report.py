@@ -607,8 +607,9 @@ def _notes(data: dict[str, Any]) -> list[str]:
         return [*out, "Every target was met in this run.", "", *tail]
     out.append(
         "The bottleneck named for each missed target comes from the profiles and breakdowns "
-        "above (the analysis was written from the profiles and host measurements of the 2026-12-03 and 2026-12-06 runs (issue 16); the "
-        "tables above are regenerated on every run, so check that they still say the same)."
+        "above (the analysis was written from the profiles and host measurements of the "
+        "2026-12-03 and 2026-12-06 runs (issue 16); the tables above are regenerated on every "
+        "run, so check that they still say the same)."
     )
     out.append("")
     for t in missed:
