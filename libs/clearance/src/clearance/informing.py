@@ -34,6 +34,7 @@ from clearance.listwatch import (
     Timing,
     loose_meta,
 )
+from clearance.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -169,7 +170,5 @@ class Informer:
 
 
 async def cancel_quietly(task: asyncio.Task[None]) -> None:
-    """Cancel a task and wait for it, swallowing its cancellation."""
-    task.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await task
+    """Cancel a task and wait for it, swallowing its cancellation (not the caller's)."""
+    await cancel_and_wait(task)

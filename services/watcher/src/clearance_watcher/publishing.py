@@ -45,6 +45,7 @@ from opentelemetry.trace import Tracer
 
 from clearance import bus, subjects
 from clearance.events import KubeAppWrapperEvent, KubeEvent
+from clearance.tasks import cancel_and_wait
 from clearance.telemetry import ContextLogger, context_from_traceparent
 from clearance_watcher.ackinbox import HEADER_END, AckInbox, header_value
 from clearance_watcher.cycles import CycleIndex
@@ -383,11 +384,7 @@ class Publisher:
         self._stop_reconnect_listener()
         tasks = set(self._tasks)
         tasks |= {t for t in (self._sender, self._sweeper) if t is not None}
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        await cancel_and_wait(*tasks)
         self._sender = self._sweeper = None
         for pending in list(self._pending.values()):
             # Not acknowledged: successors on the subject and Progress must not count it.

@@ -33,6 +33,7 @@ from clearance.discovery import Discovery
 from clearance.events import AppWrapperObject
 from clearance.kube import LEASES, NODES, PODS, Kube, KubeError, Resource
 from clearance.leadership import LeaderElector, LeaseSpec, Step, decide
+from clearance.tasks import cancel_and_wait
 from clearance_watcher.decoding import Codec, Snapshot
 from clearance_watcher.kinds import KindInformers, Running
 from clearance_watcher.metrics import WatcherMetrics
@@ -140,12 +141,12 @@ class Session:
     async def _stop_informers(self, informers: list[Informer]) -> None:
         targets = [t for t in self._tasks if t.informer in informers]
         for t in targets:
-            t.task.cancel()
             self._tasks.remove(t)
             self.metrics.informers.labels(t.informer.kind).dec()
+        # A crash was already logged by _crashed. A caller cancelled meanwhile (the
+        # wrapped-kinds loop, stopped by the session's end) stays cancelled.
+        await cancel_and_wait(*(t.task for t in targets))
         for t in targets:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await t.task  # a crash was already logged by _crashed
             self._stopped[t.informer.scope.key] = (
                 dict(t.informer.known),
                 t.informer.progress.committed,
@@ -306,9 +307,7 @@ class Session:
     async def stop(self, *, flush: bool, timeout: float) -> None:
         """Stop reading; with ``flush``, wait (≤ timeout) for accepted events to be acked."""
         if self._kinds_task is not None:
-            self._kinds_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._kinds_task
+            await cancel_and_wait(self._kinds_task)
         await self._stop_informers([t.informer for t in self._tasks])
         self.metrics.synced.set(0)
         if self.publisher is None:

@@ -1,0 +1,55 @@
+"""Ending background tasks: their cancellation is consumed, the caller's never is."""
+
+from __future__ import annotations
+
+import asyncio
+
+from clearance.stopping import pending_waits
+from clearance.tasks import cancel_and_wait
+
+
+async def slow_to_stop() -> None:
+    try:
+        await asyncio.sleep(60)
+    finally:
+        await asyncio.sleep(0.2)  # a cleanup that takes a while (closing a watch)
+
+
+async def test_a_caller_cancelled_while_it_waits_stays_cancelled() -> None:
+    looping = True
+
+    async def supervisor() -> None:
+        while looping:  # a loop meant to end when it is cancelled
+            child = asyncio.create_task(slow_to_stop())
+            await asyncio.sleep(0)
+            await cancel_and_wait(child)
+
+    task = asyncio.create_task(supervisor())
+    await asyncio.sleep(0.05)  # inside cancel_and_wait, the child still cleaning up
+    task.cancel()
+    done, _ = await asyncio.wait({task}, timeout=2)
+    looping = False  # a swallowed cancellation leaves the loop running: end it for teardown
+    assert task in done and task.cancelled()
+
+
+async def test_the_tasks_cancellation_and_failures_are_consumed() -> None:
+    async def fails() -> None:
+        await asyncio.sleep(0)
+        raise RuntimeError("boom")
+
+    failing = asyncio.create_task(fails())
+    await asyncio.sleep(0.01)
+    sleeping = asyncio.create_task(slow_to_stop())
+    await asyncio.sleep(0)
+    await cancel_and_wait(failing, sleeping)
+    assert sleeping.cancelled() and isinstance(failing.exception(), RuntimeError)
+
+
+async def test_the_shutdown_watchdog_names_where_each_task_waits() -> None:
+    stuck = asyncio.Event()
+    task = asyncio.create_task(stuck.wait(), name="session-stop")
+    await asyncio.sleep(0)
+    loop = asyncio.get_running_loop()
+    waits = await asyncio.to_thread(pending_waits, loop)  # as the watchdog thread reads it
+    assert any(w.startswith("session-stop: wait (locks.py:") for w in waits), waits
+    await cancel_and_wait(task)
