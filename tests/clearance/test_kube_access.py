@@ -8,9 +8,10 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
-from clearance.informing import Change, Informer, cancel_quietly
+from clearance.informing import Change, Informer
 from clearance.kube import LEASES, PODS, Kube, KubeError
 from clearance.leadership import LeaderElector
+from clearance.tasks import cancel_and_wait
 
 Admin = Callable[..., Awaitable[None]]
 """The ``admin`` fixture (conftest.py): kubesim's fault injection."""
@@ -75,7 +76,7 @@ async def test_informer_reports_changes_in_resource_version_order(kube: Kube) ->
         await kube.delete(PODS, "a", namespace="default")
         await sink.wait_for(lambda: sink.seen("DELETED", "a"))
     finally:
-        await cancel_quietly(task)
+        await cancel_and_wait(task)
     actions = [c.action for c in sink.changes]
     # The label patch is one MODIFIED; the delete of an unscheduled pod first writes its
     # deletionTimestamp (a MODIFIED, as the real API server does), then removes it.
@@ -103,7 +104,7 @@ async def test_deletion_hidden_by_compaction_is_reported_as_tombstone(
         await admin("DELETE", "fail")
         await sink.wait_for(lambda: sink.seen("DELETED", "gone", inferred=True))
     finally:
-        await cancel_quietly(task)
+        await cancel_and_wait(task)
     assert informer.stats.tombstones == 1
     assert informer.stats.relists >= 2
 
@@ -116,7 +117,7 @@ async def test_informer_seeded_with_known_state_reports_deletions_made_while_dow
     await kube.create(PODS, pod("old"), namespace="default")
     task = asyncio.create_task(informer.run(first))
     await first.wait_for(lambda: first.seen("ADDED", "old"))
-    await cancel_quietly(task)
+    await cancel_and_wait(task)
 
     await kube.delete(PODS, "old", namespace="default")
     second = Recorder()
@@ -125,7 +126,7 @@ async def test_informer_seeded_with_known_state_reports_deletions_made_while_dow
     try:
         await second.wait_for(lambda: second.seen("DELETED", "old", inferred=True))
     finally:
-        await cancel_quietly(task)
+        await cancel_and_wait(task)
 
 
 async def test_standby_takes_over_after_the_leader_stops_renewing(kube: Kube) -> None:
@@ -155,7 +156,7 @@ async def test_standby_takes_over_after_the_leader_stops_renewing(kube: Kube) ->
     started = loop.time()
     await asyncio.wait_for(standby.is_leader.wait(), 5)
     assert loop.time() - started <= 1.5
-    await cancel_quietly(standby_task)
+    await cancel_and_wait(standby_task)
     # Clean shutdown released the Lease for the next candidate.
     lease = await kube.get(LEASES, "clearance-test", namespace="default")
     assert b'"holderIdentity"' not in lease or b'"holderIdentity":null' in lease

@@ -34,7 +34,6 @@ from clearance.listwatch import (
     Timing,
     loose_meta,
 )
-from clearance.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -167,8 +166,3 @@ class Informer:
                 self.stats.tombstones += 1
         else:
             self.known[change.meta.uid] = Decoded(change.meta, change.raw)
-
-
-async def cancel_quietly(task: asyncio.Task[None]) -> None:
-    """Cancel a task and wait for it, swallowing its cancellation (not the caller's)."""
-    await cancel_and_wait(task)

@@ -92,7 +92,7 @@ class WorkQueue(Generic[K]):
         """A woken getter went away: wake another for what is still queued."""
         if self._lanes[URGENT]:
             self._wake(urgent=True)
-        elif len(self._queued):
+        elif self._queued:
             self._wake(urgent=False)
 
     def add_after(self, key: K, delay: float) -> None:

@@ -16,8 +16,9 @@ prompted it was seen (confirmation.py's rule for a verification's reads).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from clearance import labels
 from clearance.events import NodeObject
@@ -35,6 +36,13 @@ def selector_of(values: list[str]) -> str:
     if len(values) == 1:
         return f"{labels.MCAD_APPWRAPPER}={values[0]}"
     return f"{labels.MCAD_APPWRAPPER} in ({','.join(sorted(values))})"
+
+
+def _fail(futures: Iterable[asyncio.Future[Any]], exc: BaseException) -> None:
+    """Hand the LIST's failure to every requester still waiting for it."""
+    for future in futures:
+        if not future.done():
+            future.set_exception(exc)
 
 
 @dataclass
@@ -83,10 +91,7 @@ class CoalescedLists:
                 try:
                     found = await self.fetch(api_version, kind, namespace, selector_of(values))
                 except BaseException as exc:
-                    for futures in batch.values():
-                        for future in futures:
-                            if not future.done():
-                                future.set_exception(exc)
+                    _fail((f for futures in batch.values() for f in futures), exc)
                     if isinstance(exc, asyncio.CancelledError):
                         raise
                     continue
@@ -101,10 +106,9 @@ class CoalescedLists:
                             future.set_result(list(by_value.get(value, ())))
         finally:
             lane.running = False
-            for futures in lane.waiting.values():  # only when cancelled: no LIST will come
-                for future in futures:
-                    if not future.done():
-                        future.set_exception(RuntimeError("coalesced LIST abandoned"))
+            # only when cancelled: no LIST will come
+            abandoned = RuntimeError("coalesced LIST abandoned")
+            _fail((f for futures in lane.waiting.values() for f in futures), abandoned)
             lane.waiting.clear()
             if self._lanes.get(key) is lane:
                 del self._lanes[key]
@@ -140,8 +144,7 @@ class SharedNodeList:
         try:
             found = await self.fetch()
         except BaseException as exc:
-            if not future.done():
-                future.set_exception(exc)
+            _fail((future,), exc)
             if isinstance(exc, asyncio.CancelledError):
                 raise
             return

@@ -202,11 +202,17 @@ class ApiReader:
                 continue  # cluster-scoped or not served: GET each (as before)
             for snapshot in await self.lists.by_label(api_version, kind, namespace, value):
                 listed[(api_version, kind, namespace, snapshot.metadata.name)] = snapshot
-        out: list[tuple[str, GetResult]] = []
+        answers: dict[str, GetResult] = {}
+        unlisted: list[TrackedObject] = []
         for obj in open_objects:
             found = listed.get((obj.api_version, obj.kind, obj.namespace, obj.name))
-            out.append((obj.uid, found if found is not None else await self.get(obj)))
-        return out
+            if found is None:
+                unlisted.append(obj)
+            else:
+                answers[obj.uid] = found
+        got = await asyncio.gather(*(self.get(obj) for obj in unlisted))  # sent together
+        answers.update(zip((obj.uid for obj in unlisted), got, strict=True))
+        return [(obj.uid, answers[obj.uid]) for obj in open_objects]
 
     async def nodes(self, names: Iterable[str]) -> dict[str, NodeObject | None]:
         """The named nodes (None: the node does not exist); a failed read leaves them out.

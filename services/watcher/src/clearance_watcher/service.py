@@ -16,7 +16,6 @@ leader's initial LISTs (or watch resumes) are all published.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable
 from dataclasses import dataclass, field
@@ -408,9 +407,7 @@ class Watcher:
         finally:
             # Cancelling the campaign releases the Lease (after the flush above), so the
             # standby takes over at once instead of after the lease duration.
-            campaign.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await campaign
+            await cancel_and_wait(campaign)
             self.metrics.leader.set(0)
 
     async def _lead(
@@ -433,9 +430,7 @@ class Watcher:
         await _first(*waits)
         if runner.done() and not runner.cancelled() and runner.exception() is not None:
             log.error("session failed; starting over", exc_info=runner.exception())
-        runner.cancel()
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await runner
+        await cancel_and_wait(runner)
         leadership_lost = lost is not None and lost.is_set()
         if leadership_lost:
             log.warning("leadership lost: stopped publishing")

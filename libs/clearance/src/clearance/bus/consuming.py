@@ -100,9 +100,9 @@ class Consumer(Generic[T]):
         self.span_ratio = span_ratio
         """Share of messages handled under a CONSUMER span (:mod:`.spanscope`; default all)."""
         self.refill = max(1, min(refill, concurrency))
+        """Free slots a busy consumer waits for before fetching again (default 1: at once)."""
         self._backlog = 0
         """Messages the stream held for this consumer after the last one fetched."""
-        """Free slots a busy consumer waits for before fetching again (default 1: at once)."""
         self._sub: JetStreamContext.PullSubscription | None = None
         self._loop: asyncio.Task[None] | None = None
         self._state = _State()
