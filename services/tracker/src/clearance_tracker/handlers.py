@@ -8,7 +8,7 @@ is routed through the view (AppWrapper label, else ownerReferences to tracked ob
 every open record it concerns, previewed on the cached copy — most MODIFIED events change
 nothing and cost no KV trip — and group-committed otherwise; when the handling replica owns
 a record whose last object this event confirmed, `cleared` is published before the ack (the
-final quorum LIST is started concurrently with the KV write).
+final quorum LIST starts at once, and the confirmation goes out in the verification's write).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import msgspec
 from clearance import bus, labels
 from clearance.events import CycleTeardownStarted, Event, KubeItemEvent, KubePodEvent
 from clearance_tracker import spans
-from clearance_tracker.commits import RecordWriter
+from clearance_tracker.commits import Change, RecordWriter
 from clearance_tracker.confirmation import Outcome, Snapshot, apply_event
 from clearance_tracker.escalation import Timing
 from clearance_tracker.inventory import cycle_traceparent, open_teardown
@@ -45,7 +45,11 @@ _POLICY_PROBE: Final = msgspec.json.Decoder(_PolicyProbe)
 
 class Evaluate(Protocol):
     def __call__(
-        self, key: str, *, listing: asyncio.Task[Listing] | None = None
+        self,
+        key: str,
+        *,
+        listing: asyncio.Task[Listing] | None = None,
+        fact: Change | None = None,
     ) -> Awaitable[None]: ...
 
 
@@ -178,13 +182,18 @@ class Handlers:
                 return apply_event(record, action=action, snapshot=snapshot, now=now)
 
             try:
+                if listing is not None:
+                    # Probably the last confirmation: written together with the verification
+                    # it makes due (and `clearing`), and `cleared` published before the ack.
+                    await self.evaluate(key, listing=listing, fact=change)
+                    continue
                 version = await self.writer.commit(key, change, known=cached)
                 if version is None:
                     continue
                 record = version.record
                 if record.owner == self.me and record.all_confirmed and not record.cleared:
                     # publish `cleared` before this input is acked
-                    await self.evaluate(key, listing=listing)
+                    await self.evaluate(key)
             finally:
                 if listing is not None and not listing.done():
                     listing.cancel()

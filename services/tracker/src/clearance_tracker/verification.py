@@ -17,9 +17,10 @@ from collections.abc import Callable
 from datetime import datetime
 
 from clearance.telemetry import ContextLogger
-from clearance_tracker.commits import RecordWriter
+from clearance_tracker.commits import Change, RecordWriter
 from clearance_tracker.confirmation import (
     Confirmation,
+    GetResult,
     Missing,
     Outcome,
     Snapshot,
@@ -31,7 +32,7 @@ from clearance_tracker.confirmation import (
 from clearance_tracker.metrics import TrackerMetrics
 from clearance_tracker.reads import ApiReader, Listing, kinds
 from clearance_tracker.store import Versioned
-from clearance_tracker.teardown import Teardown
+from clearance_tracker.teardown import Teardown, TrackedObject
 
 
 class Verifier:
@@ -55,15 +56,63 @@ class Verifier:
         self.logger = logger
 
     async def verify(
-        self, version: Versioned, *, listing: asyncio.Task[Listing] | None = None
+        self,
+        version: Versioned,
+        *,
+        listing: asyncio.Task[Listing] | None = None,
+        fact: Change | None = None,
     ) -> Versioned:
         """Quorum LIST + GETs; merge what they prove; fix `clearing` if nothing is left (CAS).
 
         ``listing``: a LIST of the record's kinds already started by the caller after the
         event that prompted this verification; used only if it covers every kind the record
-        knows by now.
+        knows by now. ``fact``: the change of that event, not yet written: applied first, in
+        the same write (written alone if the reads fail, so the event is never lost).
         """
         record = version.record
+        if fact is not None:
+            preview = fact(record)
+            record = preview.record if preview is not None else record
+        try:
+            listed, gets, added = await self._read(record, listing)
+        except Exception:
+            if fact is not None:
+                await self.writer.commit(record.key, fact, known=version)
+            raise
+        now = self.now()
+        self.metrics.verifications.inc()
+
+        def change(current: Teardown) -> Outcome | None:
+            first = fact(current) if fact is not None else None
+            if first is not None:
+                current = first.record
+            outcome = apply_verification(current, listed=listed, gets=gets, now=now, by=self.me)
+            if first is None:
+                return outcome
+            if outcome is None:
+                return first
+            return Outcome(
+                outcome.record,
+                first.confirmed + outcome.confirmed,
+                first.added + outcome.added,
+            )
+
+        updated = await self.writer.commit(record.key, change, known=version)
+        if updated is None:
+            return version
+        if added:
+            self.logger(updated.record).info(
+                "verification found more objects to wait for",
+                extra={"added": [f"{o.kind}/{o.name}" for o in added]},
+            )
+        return updated
+
+    async def _read(
+        self, record: Teardown, listing: asyncio.Task[Listing] | None
+    ) -> tuple[list[Snapshot], list[tuple[str, GetResult]], tuple[TrackedObject, ...]]:
+        """The verification's reads: the quorum LIST (the one started, if it covers every
+        kind of `record`), then a GET of each open object it did not show; and the objects
+        the LIST adds to `record`."""
         listed: list[Snapshot] | None = None
         if listing is not None:
             try:
@@ -74,26 +123,11 @@ class Verifier:
                 listed = snapshots
         if listed is None:
             _, listed = await self.reader.list_all(record)
-        now = self.now()
-        list_outcome, _ = apply_list(record, items=listed, now=now)
+        list_outcome, _ = apply_list(record, items=listed, now=self.now())
         gets = await self.reader.get_each(
             unseen(list_outcome.record, [s.metadata.uid for s in listed])
         )
-        self.metrics.verifications.inc()
-        found = listed
-
-        def change(current: Teardown) -> Outcome | None:
-            return apply_verification(current, listed=found, gets=gets, now=now, by=self.me)
-
-        updated = await self.writer.commit(record.key, change, known=version)
-        if updated is None:
-            return version
-        if list_outcome.added:
-            self.logger(updated.record).info(
-                "verification found more objects to wait for",
-                extra={"added": [f"{o.kind}/{o.name}" for o in list_outcome.added]},
-            )
-        return updated
+        return listed, gets, list_outcome.added
 
     async def fresh_open(self, version: Versioned) -> tuple[Teardown, dict[str, Snapshot]]:
         """GET every open object now; apply what the answers prove; return the survivors."""
