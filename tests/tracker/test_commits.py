@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 from typing import Any
 
 from tracker_builders import at, pod, record, tracked
@@ -68,3 +69,31 @@ async def test_the_deleted_events_of_one_fetch_are_confirmed_in_one_write() -> N
     assert store.writes == 1
     assert all(v is not None and v.record.all_confirmed for v in versions)
     assert [len(r) for r in reported] == [8]  # one deletion.confirmed event for all eight
+
+
+class _Unavailable(_Store):
+    """A bucket whose stream has no leader: every write fails."""
+
+    async def mutate(
+        self, key: str, change: Mutation, *, known: Versioned | None = None
+    ) -> tuple[Versioned | None, bool]:
+        await asyncio.sleep(0.01)
+        raise ConnectionError("no responders")
+
+
+async def _commit_all(writer: RecordWriter, key: str, names: list[tuple[str, str]]) -> list[Any]:
+    tasks = [asyncio.create_task(writer.commit(key, _deleted(name, uid))) for name, uid in names]
+    return await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def test_a_failed_group_write_raises_in_every_caller_and_leaves_none_unread() -> None:
+    names = [(f"w-{i}", f"u{i}") for i in range(3)]
+    start = record(*(tracked(name, uid) for name, uid in names))
+    unread: list[object] = []
+    asyncio.get_running_loop().set_exception_handler(lambda _, ctx: unread.append(ctx["message"]))
+    writer = RecordWriter(_Unavailable(start), _View(), on_confirmed=lambda *_: None)  # type: ignore[arg-type]
+    raised = [type(r) for r in await _commit_all(writer, start.key, names)]
+    assert raised == [ConnectionError] * 3
+    await asyncio.sleep(0.01)
+    gc.collect()  # a future dropped with its exception unread is reported when collected
+    assert not unread  # "Future exception was never retrieved"

@@ -122,10 +122,16 @@ class RecordWriter:
             version, wrote = await self.store.mutate(
                 key, mutation, known=self.view.get(key) or known
             )
-        except BaseException as exc:
+        except Exception as exc:
+            # Every fact's future carries the error, the writer's own included: each caller
+            # raises it from its own future (none is left unretrieved).
             for _, future in batch:
                 if not future.done():
                     future.set_exception(exc)
+            return
+        except BaseException:
+            for _, future in batch:
+                future.cancel()
             raise
         if version is not None:
             self.view.remember(version)
