@@ -34,7 +34,15 @@ async def r3_stream(cluster: NatsCluster, *, messages: int = 3) -> None:
         js = nc.jetstream(timeout=10)
         await js.add_stream(api.StreamConfig(name=STREAM, subjects=["ha.>"], num_replicas=3))
         for n in range(messages):
-            await js.publish("ha.x", f"{n}".encode())
+            # A stream just created may have no leader yet: "no responders" until it has one.
+            await bus.publish(
+                js,
+                "ha.x",
+                f"{n}".encode(),
+                msg_id=f"x-{n}",
+                streams=(),
+                retry=bus.RetryPolicy(attempts=20),
+            )
     finally:
         await nc.close()
 
