@@ -20,6 +20,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from clearance.entrypoint import use_event_loop
+
 from . import (
     clearance_latency,
     dispatcher_queue,
@@ -73,6 +75,14 @@ def parse(argv: list[str]) -> argparse.Namespace:
         default=None,
         help="rackloss: kubesim's limit per User-Agent from the loss on (requests/s; default: "
         "RackConfig.server_qps), burst the same",
+    )
+    parser.add_argument(
+        "--event-loop",
+        choices=("uvloop", "asyncio"),
+        default="uvloop",
+        help="the loop of this process's in-process measurements (watcher decode + publish, "
+        "the dispatcher's decision pass) and of its observers; the services and kubesim run on "
+        "their own default, uvloop (default: uvloop, as deployed)",
     )
     parser.add_argument("--md", type=Path, default=ROOT / "docs" / "benchmarks.md")
     parser.add_argument("--json", type=Path, default=ROOT / "docs" / "benchmarks.json")
@@ -213,7 +223,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parse(sys.argv[1:] if argv is None else argv)
     started = time.monotonic()
     progress(f"benchmarks: {', '.join(args.only or BENCHMARKS)}")
-    data = asyncio.run(main_async(args, machine()))
+    use_event_loop(args.event_loop)
+    host = machine()
+    host["event_loop"] = args.event_loop
+    data = asyncio.run(main_async(args, host))
     data["wall_seconds"] = round(time.monotonic() - started, 1)
     data["machine"]["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
     args.json.parent.mkdir(parents=True, exist_ok=True)

@@ -397,7 +397,8 @@ def markdown(data: dict[str, Any]) -> str:
         "",
         f"* CPU: {m['cpu_model']} ({m['cpu_mhz']} MHz), `nproc` = {m['nproc']}",
         f"* memory: {m['memory_total']}; kernel {m['kernel']}",
-        f"* {m['python_impl']} {m['python']}; nats-server {m['nats_server']}",
+        f"* {m['python_impl']} {m['python']}; nats-server {m['nats_server']}; event loop "
+        f"{m.get('event_loop', 'asyncio')} (the services' and kubesim's: uvloop, their default)",
         f"* load average (1, 5, 15 min) at start {m['load_average_at_start']}, at end "
         f"{m.get('load_average_at_end')}. The machine is shared: other work ran beside the "
         "benchmarks, which inflates wall-clock latencies; per-core rates are CPU-time based "

@@ -255,3 +255,16 @@ def test_python_module_entry_point_matches_the_script() -> None:
         timeout=30,
     )
     assert result.returncode == 0 and "lose-node" in result.stdout
+
+
+def test_serve_runs_on_uvloop_by_default(served: Served) -> None:
+    assert "uvloop" in Path(f"/proc/{served.proc.pid}/maps").read_text()
+
+
+def test_serve_runs_on_the_standard_loop_when_told(tmp_path: Path) -> None:
+    server = start_serve(tmp_path, "--event-loop", "asyncio")
+    try:
+        assert server.kubectl("get", "nodes").returncode == 0
+        assert "uvloop" not in Path(f"/proc/{server.proc.pid}/maps").read_text()
+    finally:
+        stop(server)

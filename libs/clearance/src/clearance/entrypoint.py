@@ -4,14 +4,16 @@ Configuration comes only from the environment, so a command takes no argument bu
 :func:`run_command` is each service's ``main``: ``--help`` prints the usage, every setting
 (:func:`~clearance.settings.render_help`) and the OpenTelemetry variables and exits 0; any
 other argument, or a setting that does not parse, is reported on stderr with exit code 2 and
-no traceback; otherwise logging is set up from the settings and the service runs, its result
-being the exit code. The order and the exit codes are shared; the words are each command's
-own, kept in its :class:`Command`. :func:`load_settings` is the same parse for a command
-that raises :class:`SystemExit` instead of returning a code.
+no traceback; otherwise the event loop is chosen (``CLEARANCE_EVENT_LOOP``), logging is set
+up from the settings and the service runs, its result being the exit code. The order and the
+exit codes are shared; the words are each command's own, kept in its :class:`Command`.
+:func:`load_settings` is the same parse for a command that raises :class:`SystemExit` instead
+of returning a code.
 """
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -21,7 +23,7 @@ from typing import IO, TypeVar
 from clearance.settings import OTEL_HELP, CommonSettings, Settings, SettingsError, render_help
 from clearance.telemetry import setup_logging
 
-__all__ = ["Command", "load_settings", "parse_command_line", "run_command"]
+__all__ = ["Command", "load_settings", "parse_command_line", "run_command", "use_event_loop"]
 
 S = TypeVar("S", bound=Settings)
 C = TypeVar("C", bound=CommonSettings)
@@ -90,9 +92,30 @@ def run_command(
     parsed = parse_command_line(command, cls, argv)
     if isinstance(parsed, int):
         return parsed
+    try:
+        use_event_loop(parsed.event_loop)
+    except ImportError as exc:
+        sys.stderr.write(
+            f"{command.prog}: CLEARANCE_EVENT_LOOP={parsed.event_loop} cannot be used here "
+            f"({exc}); set CLEARANCE_EVENT_LOOP=asyncio\n"
+        )
+        return 2
     setup_logging(parsed.log_level, fmt=parsed.log_format)
     freeze_startup_heap()
     return serve(parsed)
+
+
+def use_event_loop(name: str) -> None:
+    """Make ``asyncio.run`` start `name`'s loop: ``uvloop`` (libuv) or ``asyncio``'s own.
+
+    Every hop of the requeue path (a watch line, a JetStream delivery, an API round trip) is
+    a few event-loop callbacks and socket calls; uvloop does them in C."""
+    if name == "uvloop":
+        import uvloop
+
+        asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
+    else:
+        asyncio.set_event_loop_policy(None)
 
 
 def freeze_startup_heap() -> None:

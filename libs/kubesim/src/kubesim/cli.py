@@ -234,6 +234,13 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="serve the API only: no nodes, no scheduler, no kubelets",
     )
+    serve.add_argument(
+        "--event-loop",
+        choices=("uvloop", "asyncio"),
+        default="uvloop",
+        help="the asyncio event loop to serve on (default: uvloop, libuv's: a watch event or a "
+        "request waits less behind the others; asyncio: the standard library's own)",
+    )
     for flag, _field, default, text in TIMING_FLAGS:
         serve.add_argument(
             flag,
@@ -327,6 +334,12 @@ def _serve(args: argparse.Namespace) -> int:
         cluster = Cluster(config, kubeconfig_path=args.kubeconfig)
     except ClusterError as exc:
         return _fail(str(exc), EXIT_USAGE)
+    if args.event_loop == "uvloop":
+        try:
+            import uvloop
+        except ImportError as exc:
+            return _fail(f"--event-loop uvloop: {exc}; use --event-loop asyncio", EXIT_USAGE)
+        asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
     return asyncio.run(_run_cluster(cluster, host=args.host, port=args.port))
 
 

@@ -43,7 +43,10 @@ class WorkQueue(Generic[K]):
         """Queued keys → the index of their lane."""
         self._processing: set[K] = set()
         self._dirty: set[K] = set()
-        self._timers: dict[K, asyncio.TimerHandle] = {}
+        self._timers: dict[K, tuple[float, asyncio.Handle]] = {}
+        """Keys added later → (loop time due, the timer). The time is kept beside the handle:
+        uvloop's ``call_at`` for a moment already past returns a plain Handle, without
+        ``when()``."""
         self._waiters: deque[tuple[bool, asyncio.Future[None]]] = deque()
         """Blocked :meth:`get` calls: (urgent only, their wake-up)."""
 
@@ -102,11 +105,11 @@ class WorkQueue(Generic[K]):
         loop = asyncio.get_running_loop()
         when = loop.time() + delay
         timer = self._timers.get(key)
-        if timer is not None and not timer.cancelled() and timer.when() <= when:
+        if timer is not None and not timer[1].cancelled() and timer[0] <= when:
             return
         if timer is not None:
-            timer.cancel()
-        self._timers[key] = loop.call_at(when, self._fire, key)
+            timer[1].cancel()
+        self._timers[key] = (when, loop.call_at(when, self._fire, key))
 
     def _fire(self, key: K) -> None:
         self._timers.pop(key, None)
@@ -146,9 +149,9 @@ class WorkQueue(Generic[K]):
     def forget(self, key: K) -> None:
         timer = self._timers.pop(key, None)
         if timer is not None:
-            timer.cancel()
+            timer[1].cancel()
 
     def close(self) -> None:
-        for timer in self._timers.values():
+        for _, timer in self._timers.values():
             timer.cancel()
         self._timers.clear()
