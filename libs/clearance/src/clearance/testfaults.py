@@ -28,6 +28,9 @@ by default and costs one set lookup where it sits.
 * ``unbounded-spec`` — the dispatcher's spec validation skips every range check (durations,
   counts, priority), so out-of-range values reach the dispatch arithmetic as they did before
   issue 13; the fuzz judgement must name the AppWrappers this leaves unsettled.
+* ``worker-crash`` — a dispatcher worker ends with an error at its first item (a defect in a
+  background task, as uvloop's timer handles caused once): the leader must exit, not hold
+  the lease while its cycles stall.
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ Fault = Literal[
     "incarnation-blind",
     "unmannered",
     "unbounded-spec",
+    "worker-crash",
 ]
 
 

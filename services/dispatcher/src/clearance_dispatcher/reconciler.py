@@ -25,7 +25,7 @@ import asyncio
 import contextlib
 import logging
 
-from clearance import apimanners, bus
+from clearance import apimanners, bus, testfaults
 from clearance.fencing import Fenced
 from clearance.kube import KubeError
 from clearance_dispatcher import transitions, triage
@@ -101,6 +101,8 @@ class Reconciler:
         apimanners.URGENT.set(first_looks)
         while True:
             key = await rt.queue.get(urgent_only=first_looks)
+            if testfaults.active("worker-crash"):
+                raise RuntimeError("worker-crash test fault: a worker ends with an error")
             try:
                 await self.reconcile(key, first_look_only=first_looks)
             except Abort:

@@ -66,6 +66,8 @@ class Service:
         )
         self.consumers: list[Consumer[Any]] = []
         self.tasks: list[asyncio.Task[Any]] = []
+        self.crashed = asyncio.Event()
+        """A leader's background task ended with an error: the process exits (code 1)."""
         self.dispatcher: Dispatcher | None = None
 
     async def run(self, stop: asyncio.Event) -> int:
@@ -119,9 +121,18 @@ class Service:
                 log.info("leading: loading state", extra={"identity": settings.holder_identity})
                 await self._lead(dispatcher, js)
                 lost_wait = asyncio.create_task(elector.lost.wait())
-                await asyncio.wait({stop_wait, lost_wait}, return_when=asyncio.FIRST_COMPLETED)
+                crash_wait = asyncio.create_task(self.crashed.wait())
+                await asyncio.wait(
+                    {stop_wait, lost_wait, crash_wait}, return_when=asyncio.FIRST_COMPLETED
+                )
                 lost_wait.cancel()
-                if not stop.is_set():
+                crash_wait.cancel()
+                if self.crashed.is_set():
+                    # A leader without its workers, scanner or informer would hold the lease
+                    # and do nothing: the requeue cycles would stall behind a healthy process.
+                    log.error("a background task crashed; exiting so a fresh replica leads")
+                    code = 1
+                elif not stop.is_set():
                     log.error("leadership lost; exiting so a fresh standby takes its place")
                     code = 1
             stop_wait.cancel()
@@ -146,14 +157,14 @@ class Service:
         task.add_done_callback(self._crashed)
         self.tasks.append(task)
 
-    @staticmethod
-    def _crashed(task: asyncio.Task[Any]) -> None:
+    def _crashed(self, task: asyncio.Task[Any]) -> None:
         if not task.cancelled() and task.exception() is not None:
             log.error(
                 "background task crashed",
                 exc_info=task.exception(),
                 extra={"task": task.get_name()},
             )
+            self.crashed.set()
 
     @staticmethod
     def _pod_sink(dispatcher: Dispatcher) -> Any:
