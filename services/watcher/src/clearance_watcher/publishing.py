@@ -18,9 +18,12 @@
   re-provisioned when no stream answers, with a growing pause, for as long as the watcher
   runs. Only an event NATS can never accept (above the server's max payload) is trimmed
   (:mod:`clearance_watcher.oversize`), and dropped only if trimming cannot save it.
-* **Spans.** The deletions a requeue cycle waits for are published through
-  :func:`clearance.bus.publish` inside the cycle's trace (a PRODUCER span each); the
-  high-volume state events get no span of their own (see docs/DECISIONS.md).
+* **Spans.** The deletions a requeue cycle waits for are published inside the cycle's trace:
+  a PRODUCER span each, started when the event is sent, its ``traceparent`` in the headers,
+  ended by its PubAck — on the same pipelined path as every other event (the DELETED the
+  tracker waits for is often queued behind its object's last MODIFIED: a slower path for
+  either delays the ``cleared``). The high-volume state events get no span of their own
+  (see docs/DECISIONS.md); a failed send goes the one-by-one way, in the cycle's trace.
 * **Resume position.** Each informer owns a :class:`Progress`: the resourceVersion up to
   which *every* one of its events is acknowledged. It travels in the headers of every
   event (``Clearance-Watch-Key``/``Clearance-Watch-Resume``), so a successor reads from
@@ -41,12 +44,13 @@ from typing import Any, Final
 import nats.errors
 import nats.js.errors
 from nats.js import JetStreamContext
-from opentelemetry.trace import Tracer
+from opentelemetry.trace import Span, Tracer
 
 from clearance import bus, subjects
 from clearance.events import KubeAppWrapperEvent, KubeEvent
 from clearance.tasks import cancel_and_wait
 from clearance.telemetry import ContextLogger, context_from_traceparent
+from clearance_watcher import cyclespans
 from clearance_watcher.ackinbox import HEADER_END, AckInbox, header_value
 from clearance_watcher.cycles import CycleIndex
 from clearance_watcher.decoding import encode_event
@@ -72,9 +76,11 @@ class _Pending:
         "progress",
         "rounds",
         "sent",
+        "span",
         "subject",
         "submitted",
         "token",
+        "traceparent",
     )
 
     def __init__(
@@ -91,6 +97,10 @@ class _Pending:
         self.sent = 0.0
         self.token: str | None = None
         """The :class:`AckInbox` token of the pipelined send in flight, if any."""
+        self.traceparent: str | None = None
+        """The requeue cycle this event joins (its span's parent), once it was sent."""
+        self.span: Span | None = None
+        """The PRODUCER span of the pipelined send in flight, if the event joins a cycle."""
 
 
 class Publisher:
@@ -208,12 +218,21 @@ class Publisher:
         if pending.data is None:
             pending.data = encode_event(event)
         cycle = self.cycles.cycle_for(event)
+        trace_lines = b""
         if cycle is not None and self.cycle_tracer is not None:
-            # A deletion the tracker waits for: publish it inside the cycle's trace.
-            self._spawn(self._publish_traced(pending, cycle.traceparent))
-            return
-        header = b"%b%b%b\r\n%b" % (
+            # A deletion the tracker waits for: sent inside the cycle's trace.
+            pending.traceparent = cycle.traceparent
+            pending.span = cyclespans.start(
+                self.cycle_tracer,
+                event,
+                traceparent=cycle.traceparent,
+                subject=pending.subject,
+                size=len(pending.data),
+            )
+            trace_lines = cyclespans.header_lines(pending.span)
+        header = b"%b%b%b%b\r\n%b" % (
             pending.progress.header_lines(),
+            trace_lines,
             _MSG_ID_START,
             header_value(event.msg_id()),
             HEADER_END,
@@ -223,7 +242,8 @@ class Publisher:
                 pending.subject, pending.data, header=header, on_ack=partial(self._acked, pending)
             )
         except nats.errors.MaxPayloadError:
-            self._spawn(self._publish_traced(pending, None))
+            self._end_span(pending, error="above the server's max payload: trimmed")
+            self._spawn(self._publish_traced(pending, pending.traceparent))
             return
         except (nats.errors.Error, nats.js.errors.Error) as exc:  # connection trouble
             self._failed(pending, exc)
@@ -262,18 +282,25 @@ class Publisher:
             self._withdraw(pending)
             pending.rounds += 1
             self.metrics.publish_stalls.inc()
-            self._spawn(self._publish_traced(pending, None))
+            self._spawn(self._publish_traced(pending, pending.traceparent))
         if lost:
             log.warning(
                 "nats reconnected; unacknowledged publishes sent again with the same msg ids",
                 extra={"events": len(lost)},
             )
 
+    @staticmethod
+    def _end_span(pending: _Pending, *, error: str | None = None, duplicate: bool = False) -> None:
+        span, pending.span = pending.span, None
+        if span is not None:
+            cyclespans.end(span, error=error, duplicate=duplicate)
+
     def _withdraw(self, pending: _Pending) -> None:
         """Stop waiting for the ack of ``pending``'s pipelined send (a late one is ignored)."""
         if pending.token is not None:
             self._acks.forget(pending.token)
             pending.token = None
+        self._end_span(pending, error="no PubAck in time: sent again")
 
     def _acked(self, pending: _Pending, duplicate: bool, exc: BaseException | None) -> None:
         """The stream's answer to a pipelined send (called by the :class:`AckInbox`)."""
@@ -283,6 +310,7 @@ class Publisher:
         if exc is not None:
             self._failed(pending, exc)
             return
+        self._end_span(pending, duplicate=duplicate)
         self._tally.published(pending.event.event_type, duplicate=duplicate)
         self._succeeded(pending)
 
@@ -311,8 +339,9 @@ class Publisher:
     def _failed(self, pending: _Pending, exc: BaseException) -> None:
         """Hand the event to the one-by-one path (retries with the same Msg-Id, stream
         re-provisioning, growing pauses); its subject stays blocked until it is stored."""
+        self._end_span(pending, error=f"{type(exc).__name__}: {exc}")
         self._stalled(pending, pending.event, exc, "pipelined publish failed")
-        self._spawn(self._publish_traced(pending, None, pause=self.retry_pause))
+        self._spawn(self._publish_traced(pending, pending.traceparent, pause=self.retry_pause))
 
     def _stalled(self, pending: _Pending, event: KubeEvent, exc: BaseException, what: str) -> None:
         """One more failed round of `pending` (publishing `event`): counted and logged."""
@@ -389,6 +418,7 @@ class Publisher:
         for pending in list(self._pending.values()):
             # Not acknowledged: successors on the subject and Progress must not count it.
             pending.done.cancel()
+            self._end_span(pending, error="aborted: the session ended")
             self._pending.pop(id(pending), None)
             self._slots.release()
         self._chains.clear()
