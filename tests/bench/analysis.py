@@ -14,42 +14,38 @@ NOTES: dict[str, dict[str, str]] = {
             "patch (cleared + Dispatching), the work-queue hand-off and the first POST, i.e. "
             "three API round trips after the delivery; the dispatcher does not wait for its "
             "rate limit (0 429s) and writes one status per redispatch. Each step costs little "
-            "CPU: a request through `Kube.request` costs 0.56 ms of client CPU, the same as a "
-            "bare aiohttp GET (0.55 ms, measured 2026-12-06), and kubesim's profile spreads "
-            "its ~36 % of a core over request handling, validation and watch fan-out with "
-            "`socket.send` (11 %) the largest. The time is waiting for a core: five "
-            "single-threaded processes on two shared vCPUs, run queue 5-9 and 5-13 % steal "
-            "time in vmstat during the run. On 2026-12-06 the same code measured p50 11 ms "
-            "removal → cleared in one session and 25-35 ms in the next (the same commit "
-            "01f3946 gave 24.8 ms p50, 85.9 ms p99 in the second), and two gangs in parallel "
-            "instead of eight gave the same p50 (34 ms): the figures follow the host, not "
-            "the load the benchmark adds."
+            "CPU; the time is waiting for a core: five single-threaded processes on two shared "
+            "vCPUs. On uvloop (2026-12-06, fourth session) the p99 went from 66 to 40-47 ms "
+            "with the medians unchanged (~15 ms): the median is the cost of waking each "
+            "process in turn, the tail is one process waiting behind another's busy loop."
         ),
         "fix": (
-            "Fewer hops rather than faster ones: carry the tracker's final-LIST "
-            "resourceVersion in `cleared` so the belt reads can be skipped when the pod cache "
-            "is at or past it (docs/NEEDS.md), and fold the `clearing` CAS into the last "
-            "confirmation write (below). On these two shared cores a p99 of 50 ms is not "
-            "reachable by trimming CPU alone; a host with dedicated cores (no steal) is the "
-            "other half."
+            "The belt reads could be skipped if `cleared` carried the tracker's final-LIST "
+            "resourceVersion and the dispatcher kept a pod cache proven at or past it "
+            "(docs/NEEDS.md); beyond that, a host with dedicated cores."
         ),
     },
     "cleared_p99": {
         "bottleneck": (
-            "Removal → cleared is kubesim's watch fan-out (2 ms p50, 4.8 ms p90 from commit to "
-            "a bare client's read on an idle machine), the watcher relaying the DELETED "
-            "(pipelined publish), the tracker's pull consumer (fetch, decode, CAS write of the "
-            "record), then the final quorum LIST (started when the DELETED is seen), the CAS "
-            "of `clearing` and the `cleared` publish with its PubAck: four round trips across "
-            "three processes after the commit. The watcher and tracker rows above split it; "
-            "both steps have the same shape (a few ms of work, the rest waiting for a core; "
-            "see removal → created for the host measurements)."
+            "Removal → cleared is four hops across three processes: kubesim's watch fan-out "
+            "and the watcher's decode and pipelined publish (the DELETED usually queued behind "
+            "its pod's last MODIFIED: order per object), the tracker's pull delivery, the "
+            "final quorum LIST (started when the DELETED is seen), one CAS carrying the "
+            "confirmation, the verification and `clearing`, then the `cleared` publish and "
+            "its PubAck. A probe of the tracker's part (2026-12-06, fourth session, 240 "
+            "cycles) gave p50 / p99 per step: delivery 1.6 / 5.3 ms, LIST 1.6 / 7.9 ms, CAS "
+            "0.7 / 4.3 ms, publish 1.4 / 10.6 ms: each step's median is a wake-up, and the "
+            "tail is spread over every step, no single one dominating. With the event loops' "
+            "slow-callback log at 4 ms, the long steps were scattered over every kind of "
+            "callback (socket flush, fetch, watch read): the process was descheduled, not "
+            "busy with a long piece of work."
         ),
         "fix": (
-            "Write `clearing` in the same CAS as the last confirmation when the final LIST "
-            "is already back (one NATS round trip less), and give the tracker's kube consumer "
-            "a dedicated connection so a backlog of MODIFIED events cannot delay a DELETED. "
-            "The rest is the host (see above)."
+            "No hop is left to fold on this path without weakening the `cleared` rule (the "
+            "LIST must follow the last deletion, `clearing` must be durable before the "
+            "publish). A host with dedicated cores; or fewer processes on the path (a tracker "
+            "that watches pods itself would save the watcher hop, at the cost of a second "
+            "watch on every pod)."
         ),
     },
     "speedup_p99": {
@@ -58,7 +54,7 @@ NOTES: dict[str, dict[str, str]] = {
             "p99 ratio is 4.7 s ÷ Clearance's removal → cleared p99: it misses exactly when "
             "that p99 exceeds ~47 ms (see the note above: scheduling stalls on shared cores)."
         ),
-        "fix": "The removal → cleared fixes above; the median ratio is 120-420x.",
+        "fix": "See removal → cleared; the median ratio is 120-500x.",
     },
     "speedup": {
         "bottleneck": "See removal → cleared.",
@@ -201,7 +197,14 @@ OBSERVATIONS: dict[str, str] = {
     "watcher_publish": (
         "Issue 16 replaced the watcher's one-PubAck-at-a-time publish with a pipelined window "
         "(one reply subscription, callbacks, one sweep timer): decode + publish went from "
-        "5.4k to ~15-20k events/s wall on this machine (~23k per watcher CPU-second)."
+        "5.4k to ~15-20k events/s wall on this machine (~23k per watcher CPU-second), and "
+        "to ~25k on uvloop (the services' loop since 2026-12-06, fourth session)."
+    ),
+    "event_loop": (
+        "Every service and kubesim run on uvloop (CLEARANCE_EVENT_LOOP, kubesim serve "
+        "--event-loop); this process runs its in-process measurements on the loop named in "
+        "the Machine section. On the standard loop the same commit measured removal → "
+        "created p99 66 ms against 41-44 ms on uvloop (docs/DECISIONS.md)."
     ),
     "rate_limits": (
         "The services rate-limit their API requests (CLEARANCE_KUBE_QPS / BURST: dispatcher "
