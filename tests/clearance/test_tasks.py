@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 from clearance.stopping import pending_waits
-from clearance.tasks import cancel_and_wait
+from clearance.tasks import cancel_and_wait, raise_if_cancelling
 
 
 async def slow_to_stop() -> None:
@@ -53,3 +54,36 @@ async def test_the_shutdown_watchdog_names_where_each_task_waits() -> None:
     waits = await asyncio.to_thread(pending_waits, loop)  # as the watchdog thread reads it
     assert any(w.startswith("session-stop: wait (locks.py:") for w in waits), waits
     await cancel_and_wait(task)
+
+
+async def _follow(queue: asyncio.Queue[int], *, checked: bool) -> None:
+    """A follower loop as nats-py's ``next_msg`` makes one: ``wait_for`` with a timeout."""
+    while True:
+        if checked:
+            raise_if_cancelling()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(queue.get(), 1.0)
+
+
+async def _cancelled_as_a_message_arrives(*, checked: bool) -> asyncio.Task[None]:
+    queue: asyncio.Queue[int] = asyncio.Queue()
+    follower = asyncio.create_task(_follow(queue, checked=checked))
+    await asyncio.sleep(0.01)
+    queue.put_nowait(1)  # the get completes in the turn the cancel is delivered:
+    follower.cancel()  # on Python 3.11 wait_for returns the item and drops the cancel
+    await asyncio.wait({follower}, timeout=0.3)
+    return follower
+
+
+async def test_a_loop_that_checks_ends_when_wait_for_swallowed_its_cancel() -> None:
+    follower = await _cancelled_as_a_message_arrives(checked=True)
+    assert follower.cancelled()
+
+
+async def test_without_the_check_the_same_loop_runs_on_after_its_cancel() -> None:
+    # What the check is for (and the proof the first test can fail): Python 3.11's wait_for.
+    follower = await _cancelled_as_a_message_arrives(checked=False)
+    try:
+        assert not follower.done() and follower.cancelling() == 1
+    finally:
+        await cancel_and_wait(follower)

@@ -22,6 +22,7 @@ from clearance import events
 from clearance.kube import PODS, Kube
 from clearance.stack import LocalStack
 from clearance.tailing import FOLLOW_HEARTBEAT, describe
+from clearance.tasks import raise_if_cancelling
 
 NAMESPACE = "default"
 
@@ -73,6 +74,7 @@ async def follow(
     )
     try:
         while True:
+            raise_if_cancelling()  # next_msg may have swallowed the demo's stop (Ctrl-C)
             try:
                 msg = await sub.next_msg(timeout=1.0)
             except TimeoutError:

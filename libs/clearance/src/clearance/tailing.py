@@ -41,6 +41,7 @@ from clearance.events import (
     ObjectRef,
     StuckObject,
 )
+from clearance.tasks import raise_if_cancelling
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,6 +182,7 @@ async def tail(
     )
     try:
         while not stop.is_set():
+            raise_if_cancelling()  # next_msg may have swallowed a cancellation
             try:
                 msg = await sub.next_msg(timeout=idle_exit)
             except TimeoutError:

@@ -8,6 +8,12 @@ awaits it waits forever. The watcher hung that way after losing its lease while 
 wrapped-kinds loop was stopping an informer (chaos seed 115: no event published until the
 process was killed). :func:`cancel_and_wait` waits with :func:`asyncio.wait`, which raises in
 the caller only when the caller itself is cancelled.
+
+On Python 3.11 :func:`asyncio.wait_for` (and nats-py's ``next_msg``, built on it) drops a
+cancellation that arrives in the turn its inner await completes: it returns the result, and a
+``while True`` loop around it runs on, cancelled in name only. ``Task.cancelling()`` still
+counts the request; :func:`raise_if_cancelling` at the top of such a loop ends it (Ctrl-C
+during ``clearance demo`` hung once this way, a cycle event arriving with the cancel).
 """
 
 from __future__ import annotations
@@ -28,3 +34,11 @@ async def cancel_and_wait(*tasks: asyncio.Future[Any]) -> None:
     for task in tasks:
         if not task.cancelled():
             task.exception()  # retrieved: no "exception was never retrieved" at collection
+
+
+def raise_if_cancelling() -> None:
+    """Raise the :class:`asyncio.CancelledError` a wait swallowed: the current task has a
+    cancellation request pending (``Task.cancelling()``) that no ``await`` has delivered."""
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError

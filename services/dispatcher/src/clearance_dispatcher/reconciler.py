@@ -134,7 +134,10 @@ class Reconciler:
         rt = self.rt
         while True:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(rt.scan_wake.wait(), rt.settings.queue_scan_interval)
+                # asyncio.timeout, not wait_for: on Python 3.11 wait_for drops a cancel that
+                # comes as the wake-up fires, and the scanner would outlive its leader's stop.
+                async with asyncio.timeout(rt.settings.queue_scan_interval):
+                    await rt.scan_wake.wait()
             rt.scan_wake.clear()
             try:
                 self.admission.scan()

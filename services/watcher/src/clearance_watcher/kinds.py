@@ -313,7 +313,9 @@ class KindInformers:
             self._wake.clear()
             await self.reconcile()
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), period)
+                # not wait_for: on Python 3.11 it drops a cancel that comes with the wake-up
+                async with asyncio.timeout(period):
+                    await self._wake.wait()
 
     async def stop_all(self) -> None:
         running, self.running = self.running, {}

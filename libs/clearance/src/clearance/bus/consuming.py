@@ -237,7 +237,8 @@ class Consumer(Generic[T]):
 
     async def _sleep_unless_stopping(self, seconds: float) -> None:
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._state.stopping.wait(), seconds)
+            async with asyncio.timeout(seconds):  # not wait_for: it can drop a cancel on 3.11
+                await self._state.stopping.wait()
 
     # -- the loop --------------------------------------------------------------------
 
