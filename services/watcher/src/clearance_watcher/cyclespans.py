@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer, set_span_in_context
 
-from clearance import attributes, subjects
+from clearance import attributes, bus, subjects
 from clearance.events import KubeEvent
 from clearance.telemetry import context_from_traceparent, inject_headers
 from clearance_watcher.ackinbox import header_line
@@ -24,15 +24,9 @@ def start(tracer: Tracer, event: KubeEvent, *, traceparent: str, subject: str, s
         f"observe {event.kube_kind} {event.action.lower()}",
         context=context_from_traceparent(traceparent),
         kind=SpanKind.PRODUCER,
-        attributes={
-            "messaging.system": "nats",
-            "messaging.operation.type": "send",
-            "messaging.operation.name": "publish",
-            "messaging.destination.name": subject,
-            "messaging.message.id": event.msg_id(),
-            "messaging.message.body.size": size,
-            "clearance.event.type": event.event_type,
-        },
+        attributes=bus.producer_attributes(
+            subject, msg_id=event.msg_id(), size=size, event_type=event.event_type
+        ),
     )
 
 

@@ -68,7 +68,7 @@ from clearance.bus.provisioning import (
     find_stream,
     while_unavailable,
 )
-from clearance.bus.publishing import EventPublisher, publish, publish_event
+from clearance.bus.publishing import EventPublisher, producer_attributes, publish, publish_event
 from clearance.bus.topology import (
     ConsumerSpec,
     KvSpec,
@@ -123,6 +123,7 @@ __all__ = [
     "note_placement",
     "on_reconnect",
     "plan_stream",
+    "producer_attributes",
     "publish",
     "publish_event",
     "shutdown",

@@ -47,6 +47,22 @@ def _event_type(payload: bytes | msgspec.Struct) -> str:
     return str(tag) if tag is not None else type(payload).__name__
 
 
+def producer_attributes(
+    subject: str, *, msg_id: str, size: int, event_type: str
+) -> dict[str, str | int]:
+    """The attributes of a PRODUCER span of one JetStream publish (messaging semantic
+    conventions, plus the Clearance event type): the same for every path that sends."""
+    return {
+        "messaging.system": "nats",
+        "messaging.operation.type": "send",
+        "messaging.operation.name": "publish",
+        "messaging.destination.name": subject,
+        "messaging.message.id": msg_id,
+        "messaging.message.body.size": size,
+        "clearance.event.type": event_type,
+    }
+
+
 async def publish(
     js: JetStreamContext,
     subject: str,
@@ -84,15 +100,7 @@ async def publish(
         span_name or f"send {subject}",
         context=parent,
         kind=SpanKind.PRODUCER,
-        attributes={
-            "messaging.system": "nats",
-            "messaging.operation.type": "send",
-            "messaging.operation.name": "publish",
-            "messaging.destination.name": subject,
-            "messaging.message.id": msg_id,
-            "messaging.message.body.size": len(data),
-            "clearance.event.type": kind,
-        },
+        attributes=producer_attributes(subject, msg_id=msg_id, size=len(data), event_type=kind),
     ) as span:
         hdrs = inject_headers(None, dict(headers or {}))
         hdrs[MSG_ID] = msg_id
