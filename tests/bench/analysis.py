@@ -17,7 +17,8 @@ NOTES: dict[str, dict[str, str]] = {
             "CPU; the time is waiting for a core: five single-threaded processes on two shared "
             "vCPUs. On uvloop (2026-12-06, fourth session) the p99 went from 66 to 40-47 ms "
             "with the medians unchanged (~15 ms): the median is the cost of waking each "
-            "process in turn, the tail is one process waiting behind another's busy loop."
+            "process in turn. Collector pauses (see removal → cleared) were part of the tail "
+            "too, until the fifth session froze the services' and kubesim's long-lived heaps."
         ),
         "fix": (
             "The belt reads could be skipped if `cleared` carried the tracker's final-LIST "
@@ -31,21 +32,23 @@ NOTES: dict[str, dict[str, str]] = {
             "and the watcher's decode and pipelined publish (the DELETED usually queued behind "
             "its pod's last MODIFIED: order per object), the tracker's pull delivery, the "
             "final quorum LIST (started when the DELETED is seen), one CAS carrying the "
-            "confirmation, the verification and `clearing`, then the `cleared` publish and "
-            "its PubAck. A probe of the tracker's part (2026-12-06, fourth session, 240 "
-            "cycles) gave p50 / p99 per step: delivery 1.6 / 5.3 ms, LIST 1.6 / 7.9 ms, CAS "
-            "0.7 / 4.3 ms, publish 1.4 / 10.6 ms: each step's median is a wake-up, and the "
-            "tail is spread over every step, no single one dominating. With the event loops' "
-            "slow-callback log at 4 ms, the long steps were scattered over every kind of "
-            "callback (socket flush, fetch, watch read): the process was descheduled, not "
-            "busy with a long piece of work."
+            "confirmation, the verification and `clearing`, then the `cleared` publish. Its "
+            "tail was collector pauses: matched from the outside (2026-12-06, fifth session: "
+            "kubesim commits, store times of `cleared` and of the tracker's KV revisions), the "
+            "slowest cycles sat under a full collection of the tracker (29.5 ms) or of kubesim "
+            "(38-70 ms), and their time went between the DELETED being stored and the "
+            "`clearing` write. The earlier reading of a probe, 'descheduled, not busy', was "
+            "wrong: a collection runs inside whatever callback allocates, so the slow callbacks "
+            "were of every kind. Both pauses are gone (services freeze their heap once ready, "
+            "kubesim after each older-generation collection: docs/DECISIONS.md). What is left: "
+            "the first cycles (all gangs in lockstep, cold paths: reported apart as warm-up) "
+            "and five processes sharing two cores."
         ),
         "fix": (
-            "No hop is left to fold on this path without weakening the `cleared` rule (the "
-            "LIST must follow the last deletion, `clearing` must be durable before the "
-            "publish). A host with dedicated cores; or fewer processes on the path (a tracker "
-            "that watches pods itself would save the watcher hop, at the cost of a second "
-            "watch on every pod)."
+            "Look for collector pauses first (a `gc.callbacks` probe in each process, matched "
+            "to the slow cycles' server times). Then a host with dedicated cores; a tracker "
+            "that watches pods itself took ~2 ms off the median in an experiment, less than "
+            "the run-to-run spread off the p99 (docs/DECISIONS.md)."
         ),
     },
     "speedup_p99": {

@@ -23,7 +23,14 @@ from typing import IO, TypeVar
 from clearance.settings import OTEL_HELP, CommonSettings, Settings, SettingsError, render_help
 from clearance.telemetry import setup_logging
 
-__all__ = ["Command", "load_settings", "parse_command_line", "run_command", "use_event_loop"]
+__all__ = [
+    "Command",
+    "freeze_startup_heap",
+    "load_settings",
+    "parse_command_line",
+    "run_command",
+    "use_event_loop",
+]
 
 S = TypeVar("S", bound=Settings)
 C = TypeVar("C", bound=CommonSettings)
@@ -124,7 +131,14 @@ def freeze_startup_heap() -> None:
     A service imports ~87,000 long-lived objects (kubernetes-asyncio's models, nats-py,
     OpenTelemetry); every full collection walked all of them, ~25 ms of a quiet core, and in
     the clearance benchmark those pauses were the tail of the redispatch latency. Frozen,
-    a full collection looks only at what was allocated since (CPython's ``gc.freeze``)."""
+    a full collection looks only at what was allocated since (CPython's ``gc.freeze``).
+
+    Called before the service runs, and again by each service once it is ready: what it
+    builds while starting (API and NATS clients, modules imported on first use, the state
+    it loaded) lives as long as the process, and a full collection of it took 12-30 ms in
+    the first seconds of the clearance benchmark (docs/DECISIONS.md, "Collector pauses").
+    Objects are still freed by reference counting when dropped; only a reference cycle among
+    frozen objects that becomes garbage later is never reclaimed."""
     gc.collect()
     gc.freeze()
 

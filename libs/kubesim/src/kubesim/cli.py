@@ -345,6 +345,7 @@ def _serve(args: argparse.Namespace) -> int:
 
 async def _run_cluster(cluster: Any, *, host: str, port: int) -> int:
     from kubesim.cluster import ClusterError
+    from kubesim.heap import keep_collections_short
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -358,6 +359,7 @@ async def _run_cluster(cluster: Any, *, host: str, port: int) -> int:
         return _fail(f"cannot start: {exc}", EXIT_UNREACHABLE)
     except ClusterError as exc:
         return _fail(str(exc), EXIT_USAGE)
+    keep_collections_short(loop)
     print(f"kubesim listening on {url} (kubeconfig: {cluster.kubeconfig_path})", flush=True)
     try:
         await stop.wait()

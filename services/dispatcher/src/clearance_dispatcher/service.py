@@ -19,6 +19,7 @@ from prometheus_client import CollectorRegistry
 
 from clearance import bus, events, labels, subjects, testfaults
 from clearance.bus import BusMetrics, Consumer, ConsumerSpec
+from clearance.entrypoint import freeze_startup_heap
 from clearance.informing import Change, Informer
 from clearance.kube import NODES, PODS, Kube, KubeConfig, user_agent
 from clearance.leadership import LeaderElector
@@ -235,6 +236,7 @@ class Service:
             ),
             dispatcher.handle_alert,
         )
+        freeze_startup_heap()
         log.info(
             "leading: state loaded, dispatching",
             extra={

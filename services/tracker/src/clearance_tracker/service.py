@@ -17,6 +17,7 @@ from nats.js import api
 from prometheus_client import CollectorRegistry
 
 from clearance import bus, events, subjects
+from clearance.entrypoint import freeze_startup_heap
 from clearance.kube import Kube, KubeConfig, user_agent
 from clearance.telemetry import HealthServer, setup_tracing
 from clearance_tracker import spans
@@ -125,6 +126,7 @@ async def run(settings: TrackerSettings, *, stop: asyncio.Event) -> None:
         for c in consumers:
             health.add_check(f"consumer {c.name}", _ready_check(c))
         started.set()
+        freeze_startup_heap()
         log.info(
             "clearance-tracker ready",
             extra={"replica": settings.identity, "http_port": health.port},

@@ -29,6 +29,7 @@ from opentelemetry.trace import Tracer
 
 from clearance import bus, labels, subjects, testfaults
 from clearance.discovery import Discovery
+from clearance.entrypoint import freeze_startup_heap
 from clearance.events import AppWrapperObject
 from clearance.kube import LEASES, NODES, PODS, Kube, KubeError, Resource
 from clearance.leadership import LeaderElector, LeaseSpec, Step, decide
@@ -260,6 +261,7 @@ class Session:
         await kinds.all_synced()
         self.synced.set()
         self.metrics.synced.set(1)
+        freeze_startup_heap()
         log.info("initial state published; watching", extra={"informers": len(self._tasks)})
         await self._supervise()
 
