@@ -40,15 +40,20 @@ NOTES: dict[str, dict[str, str]] = {
             "`clearing` write. The earlier reading of a probe, 'descheduled, not busy', was "
             "wrong: a collection runs inside whatever callback allocates, so the slow callbacks "
             "were of every kind. Both pauses are gone (services freeze their heap once ready, "
-            "kubesim after each older-generation collection: docs/DECISIONS.md). What is left: "
-            "the first cycles (all gangs in lockstep, cold paths: reported apart as warm-up) "
-            "and five processes sharing two cores."
+            "kubesim after each older-generation collection: docs/DECISIONS.md). What is left "
+            "is CPU saturation when several gangs cycle at once: sampling each process's "
+            "schedstat every 5 ms (fifth session), the slowest cycles' windows (28-47 ms) held "
+            "50-75 ms of CPU work of the five processes on two cores, and the tracker spent "
+            "17-30 ms of each waiting on the run queue (2-5 ms in a median cycle's window); "
+            "steal time was 0."
         ),
         "fix": (
             "Look for collector pauses first (a `gc.callbacks` probe in each process, matched "
-            "to the slow cycles' server times). Then a host with dedicated cores; a tracker "
-            "that watches pods itself took ~2 ms off the median in an experiment, less than "
-            "the run-to-run spread off the p99 (docs/DECISIONS.md)."
+            "to the slow cycles' server times), then run-queue waits (/proc/<pid>/schedstat). "
+            "Less CPU per cycle in any process on the host shortens the bursts: kubesim, the "
+            "test double, is the largest (~27 % of the run's CPU), then the dispatcher. Or a "
+            "host with dedicated cores; a tracker that watches pods itself took ~1-2 ms off "
+            "the median in an experiment, not the p99 (docs/DECISIONS.md)."
         ),
     },
     "speedup_p99": {

@@ -69,10 +69,10 @@ POLL_PERIOD = 5.0
 STALL_SECONDS = 30.0
 WARMUP_CYCLES = 2
 """Each AppWrapper's first cycles are warm-up, not measured: they run right after every process
-started, with all the gangs in exact lockstep (created together), and their teardowns meet
-first-time work (connection pools growing, the first of every code path). They are reported
-on their own (``warmup_*``), and every cycle together (``all_cycles_*``), beside the
-steady-state figures the targets are judged on (docs/DECISIONS.md, "Benchmark warm-up")."""
+started, with all the gangs in exact lockstep (created together). They are reported on their
+own (``warmup_*``), and every cycle together (``all_cycles_*``), beside the steady-state
+figures the targets are judged on (docs/DECISIONS.md, "Collector pauses, lanes of LISTs, and
+the benchmark's warm-up")."""
 """No cycle completing for this long ends the wait (the report says so)."""
 
 SERVER_RATE_LIMIT = 300
