@@ -25,6 +25,7 @@ from clearance.events import CycleTeardownStarted, Event, KubeItemEvent, KubePod
 from clearance_tracker import spans
 from clearance_tracker.commits import Change, RecordWriter
 from clearance_tracker.confirmation import Outcome, Snapshot, apply_event
+from clearance_tracker.deferral import DeferralLog
 from clearance_tracker.escalation import Timing
 from clearance_tracker.inventory import cycle_traceparent, open_teardown
 from clearance_tracker.metrics import TrackerMetrics
@@ -68,6 +69,7 @@ class Handlers:
         timing: Timing,
         clock: Callable[[], datetime],
         evaluate: Evaluate,
+        deferrals: DeferralLog,
     ) -> None:
         self.settings = settings
         self.me = settings.identity
@@ -79,6 +81,7 @@ class Handlers:
         self.timing = timing
         self.now = clock
         self.evaluate = evaluate
+        self.deferrals = deferrals
 
     # ---------------------------------------------------------- teardown.started
 
@@ -130,8 +133,8 @@ class Handlers:
         if version.record.owner == self.me and not version.record.cleared:
             try:
                 await self.evaluate(record.key)
-            except Exception:
-                logger.exception("first verification failed; retried at the next scan")
+            except Exception as exc:
+                self.deferrals.failed(exc, what="first verification", key=record.key)
 
     # ------------------------------------------------------------- kube events
 

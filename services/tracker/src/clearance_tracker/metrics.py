@@ -10,6 +10,8 @@ from typing import Final
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from clearance_tracker.deferral import REASONS as DEFERRAL_REASONS
+
 DURATION_BUCKETS: Final = (
     1,
     2,
@@ -101,7 +103,16 @@ class TrackerMetrics:
             ["operation"],
             registry=registry,
         )
+        self.evaluations_deferred = Counter(
+            "clearance_tracker_evaluations_deferred",
+            "Evaluations that failed while NATS, the API server or this replica's term was "
+            "unavailable, by reason (term, nats, api, timeout); the next scan does them again.",
+            ["reason"],
+            registry=registry,
+        )
         for step in ("stuck_alert", "force_deletion", "finalizer_removal"):
             self.escalations.labels(step)
+        for reason in DEFERRAL_REASONS:
+            self.evaluations_deferred.labels(reason)
         for how in ("watch_deleted", "get_404", "uid_changed", "list_absent"):
             self.confirmations.labels(how)

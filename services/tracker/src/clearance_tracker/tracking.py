@@ -34,6 +34,7 @@ from clearance import bus, testfaults
 from clearance.kube import Kube
 from clearance_tracker.commits import Change, RecordWriter
 from clearance_tracker.confirmation import Confirmation
+from clearance_tracker.deferral import DeferralLog
 from clearance_tracker.diagnosis import CAUSE_NAMES, count_causes
 from clearance_tracker.escalation import (
     Timing,
@@ -141,6 +142,8 @@ class Tracker:
         if not testfaults.active("unfenced"):
             kube.fence = self.ownership.term
             self.store.fence = self.ownership.term
+        self.deferrals = DeferralLog(log, metrics.evaluations_deferred)
+        """Evaluations waiting for NATS, the API or the term: one throttled WARNING line."""
         self.handlers = Handlers(
             settings=settings,
             store=self.store,
@@ -151,6 +154,7 @@ class Tracker:
             timing=self.timing,
             clock=clock,
             evaluate=self.evaluate,
+            deferrals=self.deferrals,
         )
         self.on_cycle_event = self.handlers.on_cycle_event
         self.on_kube_event = self.handlers.on_kube_event
@@ -357,8 +361,8 @@ class Tracker:
                     await self.evaluate(key)
                 except asyncio.CancelledError:
                     raise
-                except Exception:
-                    log.exception("teardown evaluation failed; retried at the next scan")
+                except Exception as exc:
+                    self.deferrals.failed(exc, what="teardown evaluation", key=key)
                 if key not in self._again or self._stopping.is_set():
                     return
         finally:
