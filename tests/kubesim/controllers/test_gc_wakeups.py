@@ -114,3 +114,22 @@ def test_a_change_that_does_not_wake_the_collector_leaves_its_plan_unchanged(
             objects[uid] = _obj(uid, shape)
         if not view.change(uid, objects.get(uid)):
             assert _plan(objects) == before
+
+
+def test_a_new_dependent_of_a_dependent_of_a_foreground_deletion_wakes_the_collector() -> None:
+    # Found by the property above: `a` (owned by `b`, being deleted in the foreground) is
+    # deleted by the collector with a policy that depends on whether `a` has dependents.
+    view = GraphView()
+    objects = {
+        "a": _obj("a", {"owners": ["b"], "block": False, "deleting": False, "finalizers": []}),
+        "b": _obj(
+            "b",
+            {"owners": [], "block": False, "deleting": True, "finalizers": ["foregroundDeletion"]},
+        ),
+    }
+    for uid, obj in objects.items():
+        view.change(uid, obj)
+    before = _plan(objects)
+    objects["c"] = _obj("c", {"owners": ["a"], "block": False, "deleting": False, "finalizers": []})
+    assert _plan(objects) != before
+    assert view.change("c", objects["c"])

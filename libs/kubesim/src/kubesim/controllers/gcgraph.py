@@ -8,9 +8,12 @@ uids and references, being deleted, finalizers), which uids are owners of some c
 which cached uids are being deleted, and answers whether one change can make the plan differ.
 
 It cannot when, before and after, the object is nobody's owner, carries neither the `orphan`
-nor the `foregroundDeletion` finalizer, and each of its owners is cached and not being deleted:
-such an object produces no GC work of its own (all owners solid) and plays no part in another's.
-Anything else wakes the collector up, as every event did before.
+nor the `foregroundDeletion` finalizer, and each of its owners is cached, not being deleted
+and itself owned only by cached objects not being deleted: such an object produces no GC work
+of its own (all owners solid) and plays no part in another's. (The last clause: an owner that
+is itself GC work is deleted with a policy that depends on whether it has dependents, so a
+dependent that comes or goes changes that owner's plan.) Anything else wakes the collector up,
+as every event did before.
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ class GraphView:
         self._records: dict[Hashable, Record] = {}
         self._deleting: dict[str, bool] = {}  # uid of a cached object -> being deleted
         self._owners: Counter[str] = Counter()  # uid -> references to it from cached objects
+        self._owners_of: dict[str, tuple[str, ...]] = {}  # uid of a cached object -> its owners
 
     def change(self, key: Hashable, obj: Mapping[str, Any] | None) -> bool:
         """The cached object at `key` is now `obj` (None: gone). Whether a pass is needed."""
@@ -56,6 +60,7 @@ class GraphView:
             return False
         if old is not None:
             self._deleting.pop(old[0], None)
+            self._owners_of.pop(old[0], None)
             self._owners.subtract(old[1])
             for uid in old[1]:
                 if self._owners[uid] <= 0:
@@ -64,6 +69,7 @@ class GraphView:
         if new is not None:
             self._records[key] = new
             self._deleting[new[0]] = new[3]
+            self._owners_of[new[0]] = new[1]
             self._owners.update(new[1])
         return self._matters(old) or self._matters(new)
 
@@ -74,4 +80,11 @@ class GraphView:
         if uid in self._owners or _POLICY_FINALIZERS.intersection(finalizers):
             return True
         # An owner not cached (gone, or of a kind not watched) or being deleted: GC work.
-        return any(self._deleting.get(owner, True) for owner in owners)
+        if any(self._deleting.get(owner, True) for owner in owners):
+            return True
+        # An owner that is GC work itself: its plan depends on its dependents.
+        return any(
+            self._deleting.get(grand, True)
+            for owner in owners
+            for grand in self._owners_of.get(owner, ())
+        )
