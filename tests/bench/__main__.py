@@ -42,7 +42,12 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--only", action="append", choices=BENCHMARKS, help="repeatable")
     parser.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
     parser.add_argument("--no-profile", action="store_true", help="skip the profiled reruns")
-    parser.add_argument("--cycles", type=int, default=240, help="clearance: requeue cycles")
+    parser.add_argument(
+        "--cycles",
+        type=int,
+        default=240,
+        help="clearance: measured requeue cycles (each AppWrapper runs 2 warm-up cycles first)",
+    )
     parser.add_argument("--appwrappers", type=int, default=8, help="clearance: in parallel")
     parser.add_argument("--baseline-cycles", type=int, default=20)
     parser.add_argument("--teardowns", type=int, default=1000)
