@@ -46,7 +46,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
         "--cycles",
         type=int,
         default=240,
-        help="clearance: measured requeue cycles (each AppWrapper runs 2 warm-up cycles first)",
+        help="clearance: measured requeue cycles (each AppWrapper runs "
+        f"{clearance_latency.WARMUP_CYCLES} warm-up cycles first)",
     )
     parser.add_argument("--appwrappers", type=int, default=8, help="clearance: in parallel")
     parser.add_argument("--baseline-cycles", type=int, default=20)

@@ -67,13 +67,13 @@ APPWRAPPERS = Resource("workload.codeflare.dev", "v1beta1", "appwrappers", "AppW
 NAMESPACE = "default"
 POLL_PERIOD = 5.0
 STALL_SECONDS = 30.0
+"""No cycle completing for this long ends the wait (the report says so)."""
 WARMUP_CYCLES = 2
 """Each AppWrapper's first cycles are warm-up, not measured: they run right after every process
 started, with all the gangs in exact lockstep (created together). They are reported on their
 own (``warmup_*``), and every cycle together (``all_cycles_*``), beside the steady-state
 figures the targets are judged on (docs/DECISIONS.md, "Collector pauses, lanes of LISTs, and
 the benchmark's warm-up")."""
-"""No cycle completing for this long ends the wait (the report says so)."""
 
 SERVER_RATE_LIMIT = 300
 SERVER_RATE_BURST = 600
@@ -362,7 +362,7 @@ async def run(
             nc, pod_filter(NAMESPACE), stream=subjects.KUBE_STREAM
         ).start()
         names = [f"cycle-{i:02d}" for i in range(appwrappers)]
-        warmup = appwrappers * WARMUP_CYCLES
+        warmup_cycles = appwrappers * WARMUP_CYCLES
         sampler = Sampler({**pids, **others}).start()
         rates = await RequestRates(stack.kubesim_url).start()
         diagnostics: dict[str, Any] = {}
@@ -381,13 +381,15 @@ async def run(
                 n = len(follower.of(events.CycleRedispatched))
                 if n >= last_report + 50:
                     last_report = n - n % 50
-                    progress(f"clearance: {n}/{cycles + warmup} cycles ({warmup} warm-up)")
+                    progress(
+                        f"clearance: {n}/{cycles + warmup_cycles} cycles ({warmup_cycles} warm-up)"
+                    )
                 if n != last_count:
                     last_count, last_change = n, time.monotonic()
                 elif time.monotonic() - last_change > STALL_SECONDS:
                     stalled = True  # no cycle completed for a long time: report what we have
                     return True
-                return n >= cycles + warmup and poller.pending == 0
+                return n >= cycles + warmup_cycles and poller.pending == 0
 
             finished = await follower.wait_until(done, timeout=max(120.0, cycles * 1.0))
             if stalled:
@@ -475,8 +477,10 @@ def analyse(
     measured = {key: at for key, at in timed.items() if key[1] > WARMUP_CYCLES}
     warmup = {key: at for key, at in timed.items() if key[1] <= WARMUP_CYCLES}
     to_created = removed_to_created(_only(commits, measured))
-    all_created = removed_to_created(_only(commits, timed))
+    warmup_created = removed_to_created(_only(commits, warmup))
     to_cleared = removed_to_stored(commits, measured)
+    warmup_cleared = removed_to_stored(commits, warmup)
+    all_created = to_created.values + warmup_created.values
     cleared_to_created = stored_to_created(commits, measured)
     teardown_to_deleted = Intervals()
     for key, at in teardown.items():
@@ -531,9 +535,7 @@ def analyse(
         "cycles_measured": len(to_created.values),
         "load_seconds": round(load_seconds, 1),
         # the rate of the whole load (warm-up included): requests per cycle are divided by it
-        "cycles_per_second": (
-            round(len(all_created.values) / load_seconds, 2) if load_seconds else 0
-        ),
+        "cycles_per_second": (round(len(all_created) / load_seconds, 2) if load_seconds else 0),
         "clock_sources": {
             "deleted": API_COMMIT + ": the DELETED of the last attempt-N object",
             "redispatch_create": API_COMMIT + ": the ADDED of the first attempt-N+1 object",
@@ -546,12 +548,10 @@ def analyse(
         },
         "warmup_cycles_per_appwrapper": WARMUP_CYCLES,
         "deleted_to_cleared_ms": distribution(to_cleared.values),
-        "warmup_deleted_to_cleared_ms": distribution(removed_to_stored(commits, warmup).values),
-        "all_cycles_deleted_to_cleared_ms": distribution(removed_to_stored(commits, timed).values),
-        "warmup_deleted_to_redispatch_create_ms": distribution(
-            removed_to_created(_only(commits, warmup)).values
-        ),
-        "all_cycles_deleted_to_redispatch_create_ms": distribution(all_created.values),
+        "warmup_deleted_to_cleared_ms": distribution(warmup_cleared.values),
+        "all_cycles_deleted_to_cleared_ms": distribution(to_cleared.values + warmup_cleared.values),
+        "warmup_deleted_to_redispatch_create_ms": distribution(warmup_created.values),
+        "all_cycles_deleted_to_redispatch_create_ms": distribution(all_created),
         "deleted_to_redispatch_create_ms": distribution(to_created.values),
         "cleared_to_redispatch_create_ms": distribution(cleared_to_created.values),
         "teardown_started_to_deleted_ms": distribution(teardown_to_deleted.values),

@@ -5,8 +5,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
+import pytest
+
 from clearance.stopping import pending_waits
-from clearance.tasks import cancel_and_wait, raise_if_cancelling
+from clearance.tasks import cancel_and_wait, raise_if_cancelling, wait_set
 
 
 async def slow_to_stop() -> None:
@@ -87,3 +89,20 @@ async def test_without_the_check_the_same_loop_runs_on_after_its_cancel() -> Non
         assert not follower.done() and follower.cancelling() == 1
     finally:
         await cancel_and_wait(follower)
+
+
+async def test_wait_set_says_whether_the_event_came_before_the_timeout() -> None:
+    event = asyncio.Event()
+    assert not await wait_set(event, timeout=0.01)
+    asyncio.get_running_loop().call_later(0.01, event.set)
+    assert await wait_set(event, timeout=5)
+
+
+async def test_a_cancelled_wait_set_raises_even_as_the_event_fires() -> None:
+    event = asyncio.Event()
+    waiter = asyncio.create_task(wait_set(event, timeout=5))
+    await asyncio.sleep(0)
+    event.set()  # the wake-up and the cancel arrive in the same turn
+    waiter.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiter

@@ -19,6 +19,7 @@ during ``clearance demo`` hung once this way, a cycle event arriving with the ca
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import Any
 
 
@@ -34,6 +35,17 @@ async def cancel_and_wait(*tasks: asyncio.Future[Any]) -> None:
     for task in tasks:
         if not task.cancelled():
             task.exception()  # retrieved: no "exception was never retrieved" at collection
+
+
+async def wait_set(event: asyncio.Event, *, timeout: float) -> bool:
+    """Wait until ``event`` is set or ``timeout`` seconds pass; whether it was set.
+
+    ``asyncio.timeout``, not ``wait_for``: on 3.11 ``wait_for`` can drop a cancellation that
+    comes as the event fires, and a loop around it would outlive its owner's stop."""
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(timeout):
+            await event.wait()
+    return event.is_set()
 
 
 def raise_if_cancelling() -> None:

@@ -22,12 +22,12 @@ queue scan (admission) whenever intake or a step asks for one, at least every
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 
 from clearance import apimanners, bus, testfaults
 from clearance.fencing import Fenced
 from clearance.kube import KubeError
+from clearance.tasks import wait_set
 from clearance_dispatcher import transitions, triage
 from clearance_dispatcher.admission import Admission, pause_remaining
 from clearance_dispatcher.appwrapper import AppWrapperSpec, InvalidAppWrapper
@@ -133,11 +133,7 @@ class Reconciler:
     async def run_scanner(self) -> None:
         rt = self.rt
         while True:
-            with contextlib.suppress(TimeoutError):
-                # asyncio.timeout, not wait_for: on Python 3.11 wait_for drops a cancel that
-                # comes as the wake-up fires, and the scanner would outlive its leader's stop.
-                async with asyncio.timeout(rt.settings.queue_scan_interval):
-                    await rt.scan_wake.wait()
+            await wait_set(rt.scan_wake, timeout=rt.settings.queue_scan_interval)
             rt.scan_wake.clear()
             try:
                 self.admission.scan()

@@ -15,13 +15,18 @@ from clearance.events import KubeEvent
 from clearance.telemetry import context_from_traceparent, inject_headers
 from clearance_watcher.ackinbox import header_line
 
-__all__ = ["end", "header_lines", "start"]
+__all__ = ["end", "header_lines", "span_name", "start"]
+
+
+def span_name(event: KubeEvent) -> str:
+    """The name of the span of a cycle's kube event, on either publishing path."""
+    return f"observe {event.kube_kind} {event.action.lower()}"
 
 
 def start(tracer: Tracer, event: KubeEvent, *, traceparent: str, subject: str, size: int) -> Span:
     """The span of `event`'s send, a child of the cycle `traceparent` names."""
     return tracer.start_span(
-        f"observe {event.kube_kind} {event.action.lower()}",
+        span_name(event),
         context=context_from_traceparent(traceparent),
         kind=SpanKind.PRODUCER,
         attributes=bus.producer_attributes(

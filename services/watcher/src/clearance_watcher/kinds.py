@@ -19,7 +19,6 @@ selecting objects that carry the AppWrapper label.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable
@@ -31,6 +30,7 @@ import msgspec
 from clearance.discovery import Discovery
 from clearance.events import AppWrapperObject
 from clearance.kube import KubeError, Resource
+from clearance.tasks import wait_set
 from clearance_watcher.metrics import WatcherMetrics
 
 log = logging.getLogger(__name__)
@@ -312,10 +312,7 @@ class KindInformers:
         while True:
             self._wake.clear()
             await self.reconcile()
-            with contextlib.suppress(TimeoutError):
-                # not wait_for: on Python 3.11 it drops a cancel that comes with the wake-up
-                async with asyncio.timeout(period):
-                    await self._wake.wait()
+            await wait_set(self._wake, timeout=period)
 
     async def stop_all(self) -> None:
         running, self.running = self.running, {}

@@ -243,7 +243,7 @@ class Publisher:
             )
         except nats.errors.MaxPayloadError:
             self._end_span(pending, error="above the server's max payload: trimmed")
-            self._spawn(self._publish_traced(pending, pending.traceparent))
+            self._spawn(self._publish_traced(pending))
             return
         except (nats.errors.Error, nats.js.errors.Error) as exc:  # connection trouble
             self._failed(pending, exc)
@@ -282,7 +282,7 @@ class Publisher:
             self._withdraw(pending)
             pending.rounds += 1
             self.metrics.publish_stalls.inc()
-            self._spawn(self._publish_traced(pending, pending.traceparent))
+            self._spawn(self._publish_traced(pending))
         if lost:
             log.warning(
                 "nats reconnected; unacknowledged publishes sent again with the same msg ids",
@@ -341,7 +341,7 @@ class Publisher:
         re-provisioning, growing pauses); its subject stays blocked until it is stored."""
         self._end_span(pending, error=f"{type(exc).__name__}: {exc}")
         self._stalled(pending, pending.event, exc, "pipelined publish failed")
-        self._spawn(self._publish_traced(pending, pending.traceparent, pause=self.retry_pause))
+        self._spawn(self._publish_traced(pending, pause=self.retry_pause))
 
     def _stalled(self, pending: _Pending, event: KubeEvent, exc: BaseException, what: str) -> None:
         """One more failed round of `pending` (publishing `event`): counted and logged."""
@@ -357,19 +357,18 @@ class Publisher:
             },
         )
 
-    async def _publish_traced(
-        self, pending: _Pending, traceparent: str | None, *, pause: float = 0.0
-    ) -> None:
-        """One event through :func:`clearance.bus.publish` (span, retries, trimming)."""
+    async def _publish_traced(self, pending: _Pending, *, pause: float = 0.0) -> None:
+        """One event through :func:`clearance.bus.publish` (span, retries, trimming), in its
+        cycle's trace if it joins one (``pending.traceparent``)."""
         if pause:
             await asyncio.sleep(pause)
         event, data = pending.event, pending.data
         assert data is not None
         tracer, parent, span_name = self.tracer, None, None
-        if traceparent is not None:
+        if pending.traceparent is not None:
             tracer = self.cycle_tracer
-            parent = context_from_traceparent(traceparent)
-            span_name = f"observe {event.kube_kind} {event.action.lower()}"
+            parent = context_from_traceparent(pending.traceparent)
+            span_name = cyclespans.span_name(event)
         while True:
             try:
                 await bus.publish(

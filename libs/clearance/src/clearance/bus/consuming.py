@@ -33,6 +33,7 @@ from clearance.bus.metrics import BusMetrics
 from clearance.bus.provisioning import ensure_consumer, ensure_stream, while_unavailable
 from clearance.bus.spanscope import keeps, without_span
 from clearance.bus.topology import ConsumerSpec, StreamSpec, dlq_stream, dlq_subject
+from clearance.tasks import wait_set
 from clearance.telemetry import extract_context
 
 log = logging.getLogger(__name__)
@@ -236,9 +237,7 @@ class Consumer(Generic[T]):
                 return
 
     async def _sleep_unless_stopping(self, seconds: float) -> None:
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(seconds):  # not wait_for: it can drop a cancel on 3.11
-                await self._state.stopping.wait()
+        await wait_set(self._state.stopping, timeout=seconds)
 
     # -- the loop --------------------------------------------------------------------
 
