@@ -1,4 +1,5 @@
-"""Ending background tasks: their cancellation is consumed, the caller's never is."""
+"""Ending background tasks: their cancellation is consumed, the caller's never is; a crash is
+watched."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import contextlib
 import pytest
 
 from clearance.stopping import pending_waits
-from clearance.tasks import cancel_and_wait, raise_if_cancelling, wait_set
+from clearance.tasks import CrashWatch, cancel_and_wait, raise_if_cancelling, wait_set
 
 
 async def slow_to_stop() -> None:
@@ -106,3 +107,30 @@ async def test_a_cancelled_wait_set_raises_even_as_the_event_fires() -> None:
     waiter.cancel()
     with pytest.raises(asyncio.CancelledError):
         await waiter
+
+
+async def test_crash_watch_counts_a_task_that_ended_with_an_error(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    crashes = CrashWatch()
+
+    async def fail() -> None:
+        raise RuntimeError("boom")
+
+    task = crashes.watch(asyncio.create_task(fail(), name="worker"))
+    await asyncio.wait({task})
+    await asyncio.sleep(0)  # done callbacks run on the next turn
+    assert crashes.crashed.is_set()
+    assert crashes.names == ["worker"]
+    assert [r.getMessage() for r in caplog.records] == ["background task crashed"]
+
+
+async def test_crash_watch_ignores_a_task_cancelled_or_returned() -> None:
+    crashes = CrashWatch()
+    returned = crashes.watch(asyncio.create_task(asyncio.sleep(0), name="returned"))
+    cancelled = crashes.watch(asyncio.create_task(asyncio.sleep(10), name="cancelled"))
+    await cancel_and_wait(cancelled)
+    await asyncio.wait({returned})
+    await asyncio.sleep(0)
+    assert not crashes.crashed.is_set()
+    assert crashes.names == []

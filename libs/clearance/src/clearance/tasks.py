@@ -20,7 +20,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from typing import Any
+
+log = logging.getLogger(__name__)
 
 
 async def cancel_and_wait(*tasks: asyncio.Future[Any]) -> None:
@@ -54,3 +57,36 @@ def raise_if_cancelling() -> None:
     task = asyncio.current_task()
     if task is not None and task.cancelling():
         raise asyncio.CancelledError
+
+
+class TaskCrashed(RuntimeError):
+    """A service's long-lived background task ended with an error (its exit code is 1)."""
+
+
+class CrashWatch:
+    """A process's long-lived background tasks, and whether one of them ended with an error.
+
+    One rule for every service: a heartbeat, scan, watch, campaign or consumer loop that dies
+    of an exception is a defect, and a process that keeps running without it answers its
+    health checks while doing nothing (the dispatcher's workers once died this way and held
+    the lease for ever). :meth:`watch` logs such an end once, with its traceback, and sets
+    :attr:`crashed`; the service waits on it beside its stop signal and exits with code 1,
+    so that Kubernetes restarts it. A task that is cancelled, or returns, is no crash."""
+
+    def __init__(self) -> None:
+        self.crashed = asyncio.Event()
+        self.names: list[str] = []
+        """The tasks that crashed, in order."""
+
+    def watch(self, task: asyncio.Task[Any]) -> asyncio.Task[Any]:
+        task.add_done_callback(self._ended)
+        return task
+
+    def _ended(self, task: asyncio.Task[Any]) -> None:
+        if task.cancelled() or task.exception() is None:
+            return
+        log.error(
+            "background task crashed", exc_info=task.exception(), extra={"task": task.get_name()}
+        )
+        self.names.append(task.get_name())
+        self.crashed.set()

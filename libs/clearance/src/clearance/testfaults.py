@@ -31,6 +31,8 @@ by default and costs one set lookup where it sits.
 * ``worker-crash`` — a dispatcher worker ends with an error at its first item (a defect in a
   background task, as uvloop's timer handles caused once): the leader must exit, not hold
   the lease while its cycles stall.
+* ``heartbeat-crash`` — the tracker's heartbeat loop ends with an error after its first
+  interval: the replica must exit (code 1), not stay up, healthy and without a heartbeat.
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ Fault = Literal[
     "unmannered",
     "unbounded-spec",
     "worker-crash",
+    "heartbeat-crash",
 ]
 
 

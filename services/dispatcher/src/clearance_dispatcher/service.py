@@ -23,6 +23,7 @@ from clearance.entrypoint import freeze_startup_heap
 from clearance.informing import Change, Informer
 from clearance.kube import NODES, PODS, Kube, KubeConfig, user_agent
 from clearance.leadership import LeaderElector
+from clearance.tasks import CrashWatch
 from clearance.telemetry import HealthServer, setup_tracing
 from clearance_dispatcher import spans
 from clearance_dispatcher.controller import Dispatcher
@@ -67,7 +68,7 @@ class Service:
         )
         self.consumers: list[Consumer[Any]] = []
         self.tasks: list[asyncio.Task[Any]] = []
-        self.crashed = asyncio.Event()
+        self.crashes = CrashWatch()
         """A leader's background task ended with an error: the process exits (code 1)."""
         self.dispatcher: Dispatcher | None = None
 
@@ -122,13 +123,13 @@ class Service:
                 log.info("leading: loading state", extra={"identity": settings.holder_identity})
                 await self._lead(dispatcher, js)
                 lost_wait = asyncio.create_task(elector.lost.wait())
-                crash_wait = asyncio.create_task(self.crashed.wait())
+                crash_wait = asyncio.create_task(self.crashes.crashed.wait())
                 await asyncio.wait(
                     {stop_wait, lost_wait, crash_wait}, return_when=asyncio.FIRST_COMPLETED
                 )
                 lost_wait.cancel()
                 crash_wait.cancel()
-                if self.crashed.is_set():
+                if self.crashes.crashed.is_set():
                     # A leader without its workers, scanner or informer would hold the lease
                     # and do nothing: the requeue cycles would stall behind a healthy process.
                     log.error("a background task crashed; exiting so a fresh replica leads")
@@ -154,18 +155,7 @@ class Service:
         return code
 
     def _task(self, coro: Any, name: str) -> None:
-        task = asyncio.create_task(coro, name=name)
-        task.add_done_callback(self._crashed)
-        self.tasks.append(task)
-
-    def _crashed(self, task: asyncio.Task[Any]) -> None:
-        if not task.cancelled() and task.exception() is not None:
-            log.error(
-                "background task crashed",
-                exc_info=task.exception(),
-                extra={"task": task.get_name()},
-            )
-            self.crashed.set()
+        self.tasks.append(self.crashes.watch(asyncio.create_task(coro, name=name)))
 
     @staticmethod
     def _pod_sink(dispatcher: Dispatcher) -> Any:

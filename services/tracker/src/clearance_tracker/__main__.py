@@ -24,12 +24,12 @@ Kubernetes access: CLEARANCE_KUBECONFIG, else $KUBECONFIG, else the in-cluster s
 )
 
 
-async def _run(settings: TrackerSettings) -> None:
+async def _run(settings: TrackerSettings) -> int:
     from clearance_tracker.service import run
 
     stop = asyncio.Event()
     stopping.install(stop, grace=settings.shutdown_grace)
-    await run(settings, stop=stop)
+    return await run(settings, stop=stop)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -41,7 +41,7 @@ def _serve(settings: TrackerSettings) -> int:
     from kubernetes_asyncio.config.config_exception import ConfigException
 
     try:
-        asyncio.run(_run(settings))
+        return asyncio.run(_run(settings))
     except BusError as exc:
         print(f"{COMMAND.prog}: {exc}", file=sys.stderr)
         return 1
@@ -53,7 +53,6 @@ def _serve(settings: TrackerSettings) -> int:
         return 1
     except KeyboardInterrupt:
         return 0
-    return 0
 
 
 if __name__ == "__main__":

@@ -28,6 +28,7 @@ from datetime import datetime, timedelta
 
 import msgspec
 
+from clearance import testfaults
 from clearance.fencing import Term
 from clearance_tracker.commits import RecordWriter
 from clearance_tracker.metrics import TrackerMetrics
@@ -116,6 +117,8 @@ class Ownership:
     async def heartbeat_loop(self) -> None:
         while True:
             await asyncio.sleep(self.heartbeat_interval)
+            if testfaults.active("heartbeat-crash"):
+                raise RuntimeError("test fault heartbeat-crash: the heartbeat loop ends")
             try:
                 await self.beat()
             except Exception as exc:

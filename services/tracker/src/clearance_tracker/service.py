@@ -19,6 +19,7 @@ from prometheus_client import CollectorRegistry
 from clearance import bus, events, subjects
 from clearance.entrypoint import freeze_startup_heap
 from clearance.kube import Kube, KubeConfig, user_agent
+from clearance.tasks import cancel_and_wait
 from clearance.telemetry import HealthServer, setup_tracing
 from clearance_tracker import spans
 from clearance_tracker.metrics import TrackerMetrics
@@ -58,7 +59,9 @@ def _ready_check(consumer: bus.Consumer[Any]) -> Callable[[], bool]:
     return lambda: consumer.ready
 
 
-async def run(settings: TrackerSettings, *, stop: asyncio.Event) -> None:
+async def run(settings: TrackerSettings, *, stop: asyncio.Event) -> int:
+    """Serve until ``stop`` is set (0) or a background task crashed (1, after the same
+    orderly shutdown: the replica's heartbeat is released, so another takes over at once)."""
     registry = CollectorRegistry()
     health = HealthServer(registry=registry, host=settings.http_host, port=settings.http_port)
     started = asyncio.Event()
@@ -73,6 +76,7 @@ async def run(settings: TrackerSettings, *, stop: asyncio.Event) -> None:
     kube = None
     tracker = None
     consumers: list[bus.Consumer[Any]] = []
+    code = 0
     try:
         nc = await bus.connect(settings, name=f"{SERVICE_NAME}-{settings.identity}")
         js = nc.jetstream(timeout=5)
@@ -120,6 +124,8 @@ async def run(settings: TrackerSettings, *, stop: asyncio.Event) -> None:
             )
             await consumer.start()
             consumers.append(consumer)
+            if consumer.loop is not None:
+                tracker.crashes.watch(consumer.loop)
         client = nc
         health.add_check("nats", lambda: client.is_connected)
         health.add_check("teardowns", lambda: tracker is not None and tracker.ready)
@@ -131,7 +137,9 @@ async def run(settings: TrackerSettings, *, stop: asyncio.Event) -> None:
             "clearance-tracker ready",
             extra={"replica": settings.identity, "http_port": health.port},
         )
-        await stop.wait()
+        if await _crashed_before(stop, tracker):
+            log.error("a background task crashed; exiting so the replica restarts")
+            code = 1
         log.info("shutting down")
     finally:
         await asyncio.gather(
@@ -149,3 +157,17 @@ async def run(settings: TrackerSettings, *, stop: asyncio.Event) -> None:
             await kube.close()
         provider.shutdown()
         await health.stop()
+    return code
+
+
+async def _crashed_before(stop: asyncio.Event, tracker: Tracker) -> bool:
+    """Wait for ``stop`` or a crash of one of the tracker's background tasks; which came."""
+    waits = {
+        asyncio.create_task(stop.wait()),
+        asyncio.create_task(tracker.crashes.crashed.wait()),
+    }
+    try:
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        await cancel_and_wait(*waits)
+    return tracker.crashes.crashed.is_set()

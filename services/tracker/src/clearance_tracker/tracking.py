@@ -32,6 +32,7 @@ from opentelemetry.trace import Tracer
 
 from clearance import bus, testfaults
 from clearance.kube import Kube
+from clearance.tasks import CrashWatch
 from clearance_tracker.commits import Change, RecordWriter
 from clearance_tracker.confirmation import Confirmation
 from clearance_tracker.deferral import DeferralLog
@@ -94,7 +95,12 @@ class Tracker:
             verify_interval=settings.verify_interval,
         )
         self.store = TeardownStore(kv)
-        self.view = TeardownView(kv, on_record=self._on_record, on_forget=self._on_forget)
+        self.crashes = CrashWatch()
+        """The replica's timers, KV watch and consumer loops: one ending with an error ends
+        the process (:mod:`clearance_tracker.service`), never a replica alive doing nothing."""
+        self.view = TeardownView(
+            kv, on_record=self._on_record, on_forget=self._on_forget, crashes=self.crashes
+        )
         self.reporter = Reporter(
             js=js,
             kube=kube,
@@ -173,10 +179,11 @@ class Tracker:
         await self.ownership.beat()
         self.view.start()
         await asyncio.wait_for(self.view.synced.wait(), sync_timeout)
-        self._tasks.append(
-            asyncio.create_task(self.ownership.heartbeat_loop(), name="tracker:heartbeat")
-        )
-        self._tasks.append(asyncio.create_task(self._scan_loop(), name="tracker:scan"))
+        for loop, name in (
+            (self.ownership.heartbeat_loop(), "tracker:heartbeat"),
+            (self._scan_loop(), "tracker:scan"),
+        ):
+            self._tasks.append(self.crashes.watch(asyncio.create_task(loop, name=name)))
         log.info("tracker started", extra={"replica": self.me, "records": len(self.view.records)})
 
     async def stop(self, *, timeout: float = 10.0, release: bool = True) -> None:

@@ -22,6 +22,7 @@ import msgspec
 from nats.js.kv import KeyValue
 
 from clearance import labels
+from clearance.tasks import CrashWatch
 from clearance_tracker.store import Versioned
 from clearance_tracker.teardown import (
     RECORD_PREFIX,
@@ -45,8 +46,11 @@ class TeardownView:
         *,
         on_record: Callable[[Versioned], None] = lambda _version: None,
         on_forget: Callable[[str], None] = lambda _key: None,
+        crashes: CrashWatch | None = None,
     ) -> None:
         self.kv = kv
+        self.crashes = crashes
+        """Where the watch task is watched (a crash ends the process), if anywhere."""
         self.records: dict[str, Versioned] = {}
         self.heartbeats: dict[str, datetime] = {}
         self.synced = asyncio.Event()
@@ -133,6 +137,8 @@ class TeardownView:
 
     def start(self) -> asyncio.Task[None]:
         self._task = asyncio.create_task(self._watch_loop(), name="tracker:kv-watch")
+        if self.crashes is not None:
+            self.crashes.watch(self._task)
         return self._task
 
     def restart(self) -> asyncio.Task[None]:

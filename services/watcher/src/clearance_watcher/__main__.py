@@ -19,6 +19,7 @@ from prometheus_client import CollectorRegistry
 from clearance import bus, stopping
 from clearance.entrypoint import Command, run_command
 from clearance.kube import Kube, KubeConfig, KubeError, user_agent
+from clearance.tasks import TaskCrashed
 from clearance.telemetry import HealthServer, setup_tracing
 from clearance_watcher.metrics import WatcherMetrics
 from clearance_watcher.service import Watcher
@@ -104,7 +105,7 @@ async def run(settings: WatcherSettings) -> int:
     code = 0
     try:
         await watcher.run(stop)
-    except (KubeError, bus.BusError) as exc:
+    except (KubeError, bus.BusError, TaskCrashed) as exc:
         log.error("watcher failed", extra={"error": f"{type(exc).__name__}: {exc}"})
         code = 1
     finally:

@@ -33,7 +33,7 @@ from clearance.entrypoint import freeze_startup_heap
 from clearance.events import AppWrapperObject
 from clearance.kube import LEASES, NODES, PODS, Kube, KubeError, Resource
 from clearance.leadership import LeaderElector, LeaseSpec, Step, decide
-from clearance.tasks import cancel_and_wait
+from clearance.tasks import CrashWatch, TaskCrashed, cancel_and_wait
 from clearance_watcher.decoding import Codec, Snapshot
 from clearance_watcher.kinds import KindInformers, Running
 from clearance_watcher.metrics import WatcherMetrics
@@ -266,12 +266,17 @@ class Session:
         await self._supervise()
 
     async def _supervise(self) -> None:
-        """Run until cancelled; an informer that crashed (a bug) fails the session."""
+        """Run until cancelled; an informer or the wrapped-kinds loop that ended (a bug) fails
+        the session (the next one starts them again)."""
         while True:
             for t in list(self._tasks):
                 if t.task.done():
                     error = None if t.task.cancelled() else t.task.exception()
                     raise RuntimeError(f"informer {t.informer.scope.key} ended: {error!r}")
+            kinds = self._kinds_task
+            if kinds is not None and kinds.done():
+                error = None if kinds.cancelled() else kinds.exception()
+                raise RuntimeError(f"the wrapped-kinds loop ended: {error!r}")
             await asyncio.sleep(1.0)
 
     async def _start_kind(self, resource: Resource) -> Running:
@@ -391,29 +396,37 @@ class Watcher:
         elector = self.elector
         if not testfaults.active("unfenced"):
             self.kube.fence = elector.term  # fencing: no write outside the leader's term
-        campaign = asyncio.create_task(elector.run(), name="leader-election")
-        campaign.add_done_callback(_crashed)
+        crashes = CrashWatch()
+        campaign = crashes.watch(asyncio.create_task(elector.run(), name="leader-election"))
         log.info(
             "campaigning for the lease",
             extra={"lease": s.lease_name, "identity": s.resolved_lease_identity()},
         )
         try:
-            while not stop.is_set():
-                if not await _first(elector.is_leader.wait(), stop.wait()):
+            while not stop.is_set() and not crashes.crashed.is_set():
+                if not await _first(elector.is_leader.wait(), stop.wait(), crashes.crashed.wait()):
                     break
                 elector.lost.clear()
                 self.metrics.leader.set(1)
                 log.info("leading: publishing events")
-                await self._lead(js, stop, lost=elector.lost)
+                await self._lead(js, stop, lost=elector.lost, crashed=crashes.crashed)
                 self.metrics.leader.set(0)
         finally:
             # Cancelling the campaign releases the Lease (after the flush above), so the
             # standby takes over at once instead of after the lease duration.
             await cancel_and_wait(campaign)
             self.metrics.leader.set(0)
+        if crashes.crashed.is_set():
+            # Without its campaign the replica can neither keep nor win the Lease.
+            raise TaskCrashed("the leader-election campaign crashed")
 
     async def _lead(
-        self, js: JetStreamContext, stop: asyncio.Event, *, lost: asyncio.Event | None
+        self,
+        js: JetStreamContext,
+        stop: asyncio.Event,
+        *,
+        lost: asyncio.Event | None,
+        crashed: asyncio.Event | None = None,
     ) -> None:
         session = Session(
             settings=self.settings,
@@ -429,6 +442,8 @@ class Watcher:
         waits: list[Awaitable[Any]] = [stop.wait(), runner]
         if lost is not None:
             waits.append(lost.wait())
+        if crashed is not None:
+            waits.append(crashed.wait())
         await _first(*waits)
         if runner.done() and not runner.cancelled() and runner.exception() is not None:
             log.error("session failed; starting over", exc_info=runner.exception())
@@ -438,7 +453,7 @@ class Watcher:
             log.warning("leadership lost: stopped publishing")
         await session.stop(flush=not leadership_lost, timeout=self.settings.shutdown_timeout)
         self.session = None
-        if not stop.is_set() and not leadership_lost:
+        if not stop.is_set() and not leadership_lost and not (crashed and crashed.is_set()):
             await asyncio.sleep(self.settings.retry_delay)  # the session failed; retry
 
 

@@ -131,6 +131,11 @@ class Consumer(Generic[T]):
         return self._healthy and self._loop is not None and not self._loop.done()
 
     @property
+    def loop(self) -> asyncio.Task[None] | None:
+        """The fetch loop's task, once started (a service watches it for crashes)."""
+        return self._loop
+
+    @property
     def in_flight(self) -> int:
         return len(self._state.tasks)
 
