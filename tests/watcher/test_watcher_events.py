@@ -192,3 +192,31 @@ async def test_wrapped_kind_informer_stops_when_unneeded_and_restarts_without_re
         js, lambda ps: published_by_uid(ps) == expected, what="both rounds, nothing replayed"
     )
     assert_matches_history(published, expected)
+
+
+async def test_a_wrapped_pod_is_published_once_on_its_pod_subject(
+    kubesim: KubeSim, js: JetStreamContext, start_watcher
+) -> None:
+    """A bare Pod wrapped by an AppWrapper: its pod events only, no item informer and no
+    second copy of each change on an item subject (the tracker consumed both)."""
+    ns = kubesim.namespace("team-a")
+    watcher = start_watcher()
+    aw = kubesim.create(aws_path(ns), appwrapper("aw-pods", pod("gang-0")))
+    await wait_stream(
+        js, lambda ps: any(p.uid == aw["metadata"]["uid"] for p in ps), what="the AppWrapper"
+    )
+    member = kubesim.create(pods_path(ns), pod("gang-0"))
+    kubesim.patch(pods_path(ns, "gang-0"), {"metadata": {"labels": {"step": "1"}}})
+    kubesim.delete(pods_path(ns, "gang-0"))
+    uid = member["metadata"]["uid"]
+    expected = expected_history(kubesim, ns)[uid]
+    published = await wait_stream(
+        js,
+        lambda ps: (
+            [(p.action, p.rv) for p in ps if p.uid == uid and p.event.kube_kind == "pod"]
+            == expected
+        ),
+        what="every change of the wrapped pod",
+    )
+    assert [p.event.kube_kind for p in published if p.uid == uid] == ["pod"] * len(expected)
+    assert metric(watcher, 'clearance_watcher_informers{kind="item"}') == 0

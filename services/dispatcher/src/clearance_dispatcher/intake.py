@@ -293,13 +293,14 @@ class Intake:
     async def on_pod_item(self, event: KubeItemEvent) -> None:
         """A generic item that *is* a Pod (``kind: Pod`` in the AppWrapper).
 
-        The watcher publishes a pod that carries the AppWrapper label twice, as a ``pod`` and
-        as an ``item`` event (their Msg-Ids differ by the kind token, so both are stored): the
-        pod event brings the status, the item event only a deletion to apply early. A pod
-        without that label is outside the watcher's pod watch, so its item snapshot (no
-        status) is all there is: it is re-read from the API when newer than the cache. Should a
-        labelled pod's event ever be missing, the quorum LIST before every requeue decision
-        and the periodic re-LIST correct the cache. (Re-reading at every item event cost a
+        Today's watcher publishes a wrapped pod once, as a ``pod`` event (it runs no item
+        informer for Pods); item events of Pods come from older watchers (during an upgrade)
+        or other publishers. Of a pod that carries the AppWrapper label, such an event only
+        applies a deletion early: its pod events bring the status. A pod without that label
+        is outside the watcher's pod watch, so its item snapshot (no status) is all there is:
+        it is re-read from the API when newer than the cache. Should a labelled pod's event
+        ever be missing, the quorum LIST before every requeue decision and the periodic
+        re-LIST correct the cache. (Re-reading at every item event cost a
         GET per pod change: 10-22 of the ~35-54 requests per gang in the rack-loss benchmark,
         and in a storm the pod event often lagged more than a second behind its item.)
         """

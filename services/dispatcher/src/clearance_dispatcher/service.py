@@ -183,9 +183,8 @@ class Service:
             spec = ConsumerSpec(
                 stream=kube_stream,
                 durable=KUBE_DURABLE,
-                # "item" too: a generic item that is a bare Pod without the AppWrapper label is
-                # outside the watcher's pod watch; only its item events tell of it (see
-                # Intake.on_pod_item).
+                # "item" too: the wrapped kinds' events (a Pod's item events, from an older
+                # watcher, are handled by Intake.on_pod_item).
                 filter_subjects=tuple(
                     subjects.kube_filter(kind=k) for k in ("appwrapper", "pod", "node", "item")
                 ),

@@ -38,6 +38,12 @@ log = logging.getLogger(__name__)
 KindKey = tuple[str, str]
 """(apiVersion, kind)."""
 
+WATCHED_AS_PODS: frozenset[KindKey] = frozenset({("v1", "Pod")})
+"""Wrapped kinds that get no item informer: a wrapped Pod carries the AppWrapper label, so
+the session's pod informer (same namespaces, same selector) already publishes every change
+of it, on its ``pod`` subject and with its status. A second watch published each change
+twice, and the tracker consumed both (docs/DECISIONS.md, "A wrapped Pod is published once")."""
+
 
 # -- what an AppWrapper wraps --------------------------------------------------------------
 
@@ -174,11 +180,12 @@ class KindInformers:
                 "AppWrapper has a generic item without a usable kind",
                 extra={"namespace": namespace, "appwrapper": name, "problem": problem},
             )
+        kinds = wrapped.kinds - WATCHED_AS_PODS
         before = self.references.get(uid)
-        self.references[uid] = _Reference(namespace, name, wrapped.kinds)
-        if before is None or before.kinds != wrapped.kinds:
+        self.references[uid] = _Reference(namespace, name, kinds)
+        if before is None or before.kinds != kinds:
             self._wake.set()
-            new = set(wrapped.kinds) - set(self.running)
+            new = set(kinds) - set(self.running)
             if new:
                 await self._ensure_watched(new)
 
@@ -216,7 +223,7 @@ class KindInformers:
         kinds: set[KindKey] = set(self.pinned)
         for ref in self.references.values():
             kinds |= ref.kinds
-        return kinds
+        return kinds - WATCHED_AS_PODS
 
     # -- reconciliation --------------------------------------------------------------
 
