@@ -45,7 +45,9 @@ NOTES: dict[str, dict[str, str]] = {
             "schedstat every 5 ms (fifth session), the slowest cycles' windows (28-47 ms) held "
             "50-75 ms of CPU work of the five processes on two cores, and the tracker spent "
             "17-30 ms of each waiting on the run queue (2-5 ms in a median cycle's window); "
-            "steal time was 0."
+            "steal time was 0. The sixth session found a fixed cost too: each wrapped Pod was "
+            "watched, published and consumed twice (a pod and an item informer over the same "
+            "objects); publishing it once took the p99 from 16-28 ms to 14-16 ms."
         ),
         "fix": (
             "Look for collector pauses first (a `gc.callbacks` probe in each process, matched "
@@ -53,7 +55,9 @@ NOTES: dict[str, dict[str, str]] = {
             "Less CPU per cycle in any process on the host shortens the bursts: kubesim, the "
             "test double, is the largest (~27 % of the run's CPU), then the dispatcher. Or a "
             "host with dedicated cores; a tracker that watches pods itself took ~1-2 ms off "
-            "the median in an experiment, not the p99 (docs/DECISIONS.md)."
+            "the median in an experiment, not the p99 (docs/DECISIONS.md). A pod's last "
+            "changes still wait for each other's PubAck (per-object order): sending a ready "
+            "chain as one atomic batch would save a round trip per change (docs/NEEDS.md)."
         ),
     },
     "speedup_p99": {
