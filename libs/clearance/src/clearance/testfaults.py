@@ -33,6 +33,8 @@ by default and costs one set lookup where it sits.
   the lease while its cycles stall.
 * ``heartbeat-crash`` — the tracker's heartbeat loop ends with an error after its first
   interval: the replica must exit (code 1), not stay up, healthy and without a heartbeat.
+* ``campaign-crash`` — the watcher's leader-election campaign ends with an error a second
+  after it first leads: the replica must exit (code 1), not publish on without a Lease.
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ Fault = Literal[
     "unbounded-spec",
     "worker-crash",
     "heartbeat-crash",
+    "campaign-crash",
 ]
 
 

@@ -397,7 +397,7 @@ class Watcher:
         if not testfaults.active("unfenced"):
             self.kube.fence = elector.term  # fencing: no write outside the leader's term
         crashes = CrashWatch()
-        campaign = crashes.watch(asyncio.create_task(elector.run(), name="leader-election"))
+        campaign = crashes.watch(asyncio.create_task(_campaign(elector), name="leader-election"))
         log.info(
             "campaigning for the lease",
             extra={"lease": s.lease_name, "identity": s.resolved_lease_identity()},
@@ -455,6 +455,21 @@ class Watcher:
         self.session = None
         if not stop.is_set() and not leadership_lost and not (crashed and crashed.is_set()):
             await asyncio.sleep(self.settings.retry_delay)  # the session failed; retry
+
+
+async def _campaign(elector: LeaderElector) -> None:
+    """The elector's campaign; with the test fault ``campaign-crash`` it ends with an error
+    one second after this replica first leads (the process must exit, not publish on)."""
+    if not testfaults.active("campaign-crash"):
+        await elector.run()
+        return
+    running = asyncio.create_task(elector.run())
+    try:
+        await elector.is_leader.wait()
+        await asyncio.sleep(1.0)
+        raise RuntimeError("test fault campaign-crash: the campaign ends")
+    finally:
+        await cancel_and_wait(running)
 
 
 async def _first(*awaitables: Awaitable[Any]) -> bool:
