@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import json
 
-from watcher_support import KubeSim
-
 from tests.support.polling import eventually
+from watcher_support import KubeSim
 
 
 async def test_a_watcher_whose_campaign_crashes_exits_with_code_1(
