@@ -9,7 +9,7 @@ import contextlib
 import pytest
 
 from clearance.stopping import pending_waits
-from clearance.tasks import CrashWatch, cancel_and_wait, raise_if_cancelling, wait_set
+from clearance.tasks import CrashWatch, cancel_and_wait, raise_if_cancelling, wait_any, wait_set
 
 
 async def slow_to_stop() -> None:
@@ -134,3 +134,12 @@ async def test_crash_watch_ignores_a_task_cancelled_or_returned() -> None:
     await asyncio.sleep(0)
     assert not crashes.crashed.is_set()
     assert crashes.names == []
+
+
+async def test_wait_any_returns_when_one_event_is_set_and_ends_its_waiters() -> None:
+    first, second = asyncio.Event(), asyncio.Event()
+    before = len(asyncio.all_tasks())
+    asyncio.get_running_loop().call_later(0.01, second.set)
+    await asyncio.wait_for(wait_any(first, second), timeout=1.0)
+    assert second.is_set() and not first.is_set()
+    assert len(asyncio.all_tasks()) == before  # no waiter left behind

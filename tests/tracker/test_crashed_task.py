@@ -4,9 +4,9 @@ stay up and answer /healthz while its heartbeat, scan, KV watch or a consumer lo
 
 from __future__ import annotations
 
-import json
-
 from tracker_support import Stack, eventually
+
+from support.processes import log_records
 
 
 async def test_a_tracker_whose_heartbeat_loop_crashes_exits_with_code_1(stack: Stack) -> None:
@@ -15,7 +15,7 @@ async def test_a_tracker_whose_heartbeat_loop_crashes_exits_with_code_1(stack: S
     await eventually(lambda: not proc.running, timeout=20)
     assert proc.process is not None
     assert proc.process.returncode == 1, proc.output()
-    lines = [json.loads(line) for line in proc.log_path.read_text().splitlines() if line]
+    lines = log_records(proc)
     crashed = [x for x in lines if x["msg"] == "background task crashed"]
     assert [x.get("task") for x in crashed] == ["tracker:heartbeat"], proc.output()
     assert any(

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import signal
 
 from tracker_support import Stack, eventually
 
 from clearance.events import TeardownPolicy
+from support.processes import log_records
 
 SLOW = TeardownPolicy(stuck_alert_seconds=60, force_deletion_seconds=570, pause_seconds=0)
 
@@ -37,7 +37,7 @@ async def test_a_nats_outage_is_logged_as_deferrals_without_tracebacks(stack: St
         return record is not None and record.cleared
 
     await eventually(cleared, timeout=20)
-    lines = [json.loads(line) for line in tracker.log_path.read_text().splitlines() if line]
+    lines = log_records(tracker)
     deferred = [x for x in lines if "deferred:" in x["msg"]]
     assert deferred, "no deferral was said"
     assert {x["level"] for x in deferred} == {"WARNING"}

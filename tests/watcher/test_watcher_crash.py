@@ -3,9 +3,8 @@ does not publish on without a campaign keeping its Lease (``clearance.tasks.Cras
 
 from __future__ import annotations
 
-import json
-
 from tests.support.polling import eventually
+from tests.support.processes import log_records
 from watcher_support import KubeSim
 
 
@@ -16,7 +15,7 @@ async def test_a_watcher_whose_campaign_crashes_exits_with_code_1(
     await eventually(lambda: not watcher.running, timeout=20)
     assert watcher.process is not None
     assert watcher.process.returncode == 1, watcher.output()
-    lines = [json.loads(line) for line in watcher.log_path.read_text().splitlines() if line]
+    lines = log_records(watcher)
     crashed = [x for x in lines if x["msg"] == "background task crashed"]
     assert [x.get("task") for x in crashed] == ["leader-election"], watcher.output()
     failed = [x for x in lines if x["msg"] == "watcher failed"]

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import contextlib
-import json
 from collections.abc import Iterator
 from typing import Any
 
 from nats.js import JetStreamContext
+from tests.support.processes import log_records
 from watcher_support import (
     AW_LABEL,
     KubeSim,
@@ -25,17 +25,6 @@ from watcher_support import (
 
 from clearance import events, subjects
 from clearance.events import AppWrapperObject, AppWrapperSpec
-
-
-def log_lines(process: Any) -> list[dict[str, Any]]:
-    lines = []
-    for line in process.output(tail=2000).splitlines():
-        try:
-            lines.append(json.loads(line))
-        except ValueError:
-            continue
-    return lines
-
 
 CRD_PATH = (
     "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/appwrappers.workload.codeflare.dev"
@@ -79,7 +68,7 @@ async def test_unserved_kind_in_generic_items_is_reported_and_other_kinds_still_
     assert event.event.kube_kind == "item"
     reports = [
         line
-        for line in log_lines(watcher)
+        for line in log_records(watcher)
         if "does not serve" in line["msg"] and line.get("kind") == "Widget"
     ]
     assert reports and reports[0]["appwrapper"] == "odd"
@@ -116,7 +105,7 @@ async def test_huge_label_sets_are_published_and_oversized_ones_trimmed(
     [h] = await published_uid(js, kubesim.create(pods_path(ns), huge), "the huge pod")
     assert h.event.object.metadata.labels == {AW_LABEL: "aw-1"}
     assert metric(watcher, "clearance_watcher_oversized_events_total") == 1
-    assert any("max payload" in line["msg"] for line in log_lines(watcher))
+    assert any("max payload" in line["msg"] for line in log_records(watcher))
     after = kubesim.create(pods_path(ns), pod("after"))
     await published_uid(js, after, "a pod after the oversized one (no stall)")
 
@@ -148,7 +137,7 @@ async def test_appwrapper_whose_spec_does_not_decode_is_published_empty_with_its
     assert isinstance(obj, AppWrapperObject)
     assert obj.spec == AppWrapperSpec()  # never half a spec: nothing to dispatch from
     assert (obj.metadata.namespace, obj.metadata.name) == (ns, "bad")
-    errors = [line for line in log_lines(watcher) if "does not decode" in line["msg"]]
+    errors = [line for line in log_records(watcher) if "does not decode" in line["msg"]]
     assert errors and errors[0]["object_name"] == "bad" and errors[0]["namespace"] == ns
     assert errors[0]["path"] == "$.spec.priority"
     assert metric(watcher, "clearance_watcher_decode_failures_total") >= 1

@@ -51,6 +51,16 @@ async def wait_set(event: asyncio.Event, *, timeout: float) -> bool:
     return event.is_set()
 
 
+async def wait_any(*events: asyncio.Event) -> None:
+    """Wait until one of ``events`` is set (the caller asks which); the waiters are ended
+    before it returns, also when the caller is cancelled."""
+    waiters = [asyncio.create_task(event.wait()) for event in events]
+    try:
+        await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        await cancel_and_wait(*waiters)
+
+
 def raise_if_cancelling() -> None:
     """Raise the :class:`asyncio.CancelledError` a wait swallowed: the current task has a
     cancellation request pending (``Task.cancelling()``) that no ``await`` has delivered."""

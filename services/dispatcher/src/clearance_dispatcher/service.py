@@ -23,7 +23,7 @@ from clearance.entrypoint import freeze_startup_heap
 from clearance.informing import Change, Informer
 from clearance.kube import NODES, PODS, Kube, KubeConfig, user_agent
 from clearance.leadership import LeaderElector
-from clearance.tasks import CrashWatch
+from clearance.tasks import CrashWatch, wait_any
 from clearance.telemetry import HealthServer, setup_tracing
 from clearance_dispatcher import spans
 from clearance_dispatcher.controller import Dispatcher
@@ -114,21 +114,12 @@ class Service:
         elector_task = asyncio.create_task(elector.run(), name="leader-election")
         code = 0
         try:
-            stop_wait = asyncio.create_task(stop.wait())
-            lead_wait = asyncio.create_task(elector.is_leader.wait())
-            await asyncio.wait({stop_wait, lead_wait}, return_when=asyncio.FIRST_COMPLETED)
-            lead_wait.cancel()
+            await wait_any(stop, elector.is_leader)
             if not stop.is_set():
                 self.metrics.leader.set(1)
                 log.info("leading: loading state", extra={"identity": settings.holder_identity})
                 await self._lead(dispatcher, js)
-                lost_wait = asyncio.create_task(elector.lost.wait())
-                crash_wait = asyncio.create_task(self.crashes.crashed.wait())
-                await asyncio.wait(
-                    {stop_wait, lost_wait, crash_wait}, return_when=asyncio.FIRST_COMPLETED
-                )
-                lost_wait.cancel()
-                crash_wait.cancel()
+                await wait_any(stop, elector.lost, self.crashes.crashed)
                 if self.crashes.crashed.is_set():
                     # A leader without its workers, scanner or informer would hold the lease
                     # and do nothing: the requeue cycles would stall behind a healthy process.
@@ -137,7 +128,6 @@ class Service:
                 elif not stop.is_set():
                     log.error("leadership lost; exiting so a fresh standby takes its place")
                     code = 1
-            stop_wait.cancel()
         finally:
             await bus.shutdown(nc, self.consumers, timeout=settings.shutdown_timeout)
             for task in self.tasks:

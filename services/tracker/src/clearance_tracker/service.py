@@ -19,7 +19,7 @@ from prometheus_client import CollectorRegistry
 from clearance import bus, events, subjects
 from clearance.entrypoint import freeze_startup_heap
 from clearance.kube import Kube, KubeConfig, user_agent
-from clearance.tasks import cancel_and_wait
+from clearance.tasks import wait_any
 from clearance.telemetry import HealthServer, setup_tracing
 from clearance_tracker import spans
 from clearance_tracker.metrics import TrackerMetrics
@@ -137,7 +137,8 @@ async def run(settings: TrackerSettings, *, stop: asyncio.Event) -> int:
             "clearance-tracker ready",
             extra={"replica": settings.identity, "http_port": health.port},
         )
-        if await _crashed_before(stop, tracker):
+        await wait_any(stop, tracker.crashes.crashed)
+        if tracker.crashes.crashed.is_set():
             log.error("a background task crashed; exiting so the replica restarts")
             code = 1
         log.info("shutting down")
@@ -158,16 +159,3 @@ async def run(settings: TrackerSettings, *, stop: asyncio.Event) -> int:
         provider.shutdown()
         await health.stop()
     return code
-
-
-async def _crashed_before(stop: asyncio.Event, tracker: Tracker) -> bool:
-    """Wait for ``stop`` or a crash of one of the tracker's background tasks; which came."""
-    waits = {
-        asyncio.create_task(stop.wait()),
-        asyncio.create_task(tracker.crashes.crashed.wait()),
-    }
-    try:
-        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        await cancel_and_wait(*waits)
-    return tracker.crashes.crashed.is_set()
